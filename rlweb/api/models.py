@@ -1,0 +1,1 @@
+# The API has no models of its own: tokens come from rest_framework.authtoken.

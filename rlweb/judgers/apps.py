@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class JudgersConfig(AppConfig):
+    name = "rlweb.judgers"
+    label = "judgers"

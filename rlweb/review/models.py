@@ -1,0 +1,1 @@
+# Models of rollout review (sample flags, re-judge jobs) live here.

@@ -1,0 +1,1 @@
+"""Judgers (reward functions). Importable without torch or Ray."""
