@@ -101,7 +101,7 @@ TEMPLATES = [
 ]
 
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True)}
 else:
     DATABASES = {
         "default": {
@@ -133,6 +133,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on a missing root before collectstatic
 
 
 def _plotly_js_dir() -> Path:
@@ -205,6 +206,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Runs, datasets, judgers, metric series and samples of the rlweb RL service.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and docs describe private endpoints: signed-in users only.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
 }
 
 # --- Logging ----------------------------------------------------------------------------

@@ -14,3 +14,10 @@ def healthz(request):
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+def profile(request):
+    """The signed-in user's page (API tokens are managed here)."""
+    from django.shortcuts import render
+
+    return render(request, "core/profile.html", {"profile_user": request.user})

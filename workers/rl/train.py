@@ -1,0 +1,419 @@
+"""TrainController: turns judged samples into optimizer steps.
+
+One `train_step(samples)` does what DESIGN.md §4 asks of the policy trainer:
+1. old logprobs of every response token under the current policy (no grad) — skipped when the
+   step makes exactly one optimizer update, where they equal the training forward's own
+   logprobs detached (same weights, same input, deterministic forward: bit-for-bit the same);
+2. reference logprobs when `algorithm.kl_coef > 0`;
+3. `ppo_epochs` passes x `mini_batches` optimizer steps; each mini-batch is split into packed
+   micro-batches bounded by `optimizer.micro_batch_tokens`, whose gradients accumulate to exactly
+   the un-micro-batched gradient (per-token loss weights are computed over the whole mini-batch
+   before the first micro-batch runs, see `algorithms.aggregation_weights`).
+
+Packing: prompt+response of several samples are concatenated into one row with position ids
+restarting at 0 for each sequence and no attention mask; transformers (>= 5) then builds a
+block-diagonal causal mask from the position ids (`find_packed_sequence_indices`; with
+flash-attention it uses the varlen kernels), so sequences never attend to each other. Logits are
+projected only at the positions that predict response tokens (`logits_to_keep` boolean mask).
+tests/engine/test_train.py checks packed == per-sequence logprobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from workers.rl import algorithms
+from workers.rl.config import RunConfig
+from workers.rl.sample import Sample
+
+log = logging.getLogger(__name__)
+
+
+# --- learning-rate schedule -------------------------------------------------------------------
+
+
+def lr_factor(step: int, schedule: str, warmup_steps: int, total_steps: int) -> float:
+    """Multiplier of the peak lr at 0-based training step `step`.
+
+    Warmup is linear and reaches the peak on the last warmup step (step 0 already trains, at
+    lr/warmup). After warmup: constant, or a linear / cosine decay to 0 at `total_steps`.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ValueError(f"unknown lr schedule {schedule!r}")
+
+
+class _LrLambda:
+    """A picklable schedule (a closure would make the scheduler's state_dict lossy)."""
+
+    def __init__(self, schedule: str, warmup_steps: int, total_steps: int):
+        self.schedule, self.warmup_steps, self.total_steps = schedule, warmup_steps, total_steps
+
+    def __call__(self, step: int) -> float:
+        return lr_factor(step, self.schedule, self.warmup_steps, self.total_steps)
+
+
+# --- packing ----------------------------------------------------------------------------------
+
+
+@dataclass
+class MicroBatch:
+    """Packed rows ready for one forward: `order` lists the sample indices whose response tokens
+    appear, in that order, in the flat outputs (logits at `keep` positions)."""
+
+    input_ids: torch.Tensor  # [rows, length]
+    position_ids: torch.Tensor  # [rows, length]
+    keep: torch.Tensor  # bool [rows, length]: positions whose logits predict a response token
+    targets: torch.Tensor  # [n_response_tokens]: the response tokens, in flat order
+    order: list[int]  # sample index per packed sequence, in flat order
+    lengths: list[int]  # response length per packed sequence (same order)
+    pad_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return int(self.input_ids.numel())
+
+
+def pack_rows(lengths: list[int], row_tokens: int) -> list[list[int]]:
+    """First-fit decreasing: put sequence indices into rows of at most `row_tokens` tokens (a
+    longer sequence gets a row of its own). Few, full rows mean little tail padding."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, free in enumerate(room):
+            if lengths[i] <= free:
+                rows[r].append(i)
+                room[r] -= lengths[i]
+                break
+        else:
+            rows.append([i])
+            room.append(max(0, row_tokens - lengths[i]))
+    return rows
+
+
+def plan_micro_batches(lengths: list[int], budget: int, row_tokens: int) -> list[list[list[int]]]:
+    """Micro-batches (lists of rows of sequence indices) whose padded size rows x longest row
+    stays within `budget` tokens (a single row longer than the budget still gets its own)."""
+    rows = pack_rows(lengths, row_tokens)
+    rows.sort(key=lambda row: -sum(lengths[i] for i in row))
+    batches: list[list[list[int]]] = []
+    current: list[list[int]] = []
+    width = 0
+    for row in rows:
+        row_len = sum(lengths[i] for i in row)
+        new_width = max(width, row_len)
+        if current and new_width * (len(current) + 1) > budget:
+            batches.append(current)
+            current, width = [], 0
+            new_width = row_len
+        current.append(row)
+        width = new_width
+    if current:
+        batches.append(current)
+    return batches
+
+
+def build_micro_batch(samples: list[Sample], rows: list[list[int]], pad_id: int, device) -> MicroBatch:
+    width = max(sum(len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    pos = torch.zeros((len(rows), width), dtype=torch.long)
+    keep = torch.zeros((len(rows), width), dtype=torch.bool)
+    targets: list[int] = []
+    order: list[int] = []
+    lengths: list[int] = []
+    pad = 0
+    for r, row in enumerate(rows):
+        offset = 0
+        for i in row:
+            s = samples[i]
+            p, n = len(s.prompt_ids), len(s.response_ids)
+            if p == 0:
+                raise ValueError(f"sample {s.uid} has an empty prompt: its first response token has no context")
+            ids[r, offset : offset + p + n] = torch.tensor(s.prompt_ids + s.response_ids, dtype=torch.long)
+            pos[r, offset : offset + p + n] = torch.arange(p + n)
+            # logits at t predict token t+1: response token j (at offset+p+j) is predicted at offset+p+j-1
+            keep[r, offset + p - 1 : offset + p + n - 1] = True
+            targets.extend(s.response_ids)
+            order.append(i)
+            lengths.append(n)
+            offset += p + n
+        if offset < width:
+            # The tail is its own "sequence" (positions restart at 0), so no real token attends to it
+            # and it attends to none of them; its logits are never projected.
+            pos[r, offset:] = torch.arange(width - offset)
+            pad += width - offset
+    # The kept logits come out flat in row-major order: the order targets/order were built in.
+    return MicroBatch(
+        input_ids=ids.to(device),
+        position_ids=pos.to(device),
+        keep=keep.to(device),
+        targets=torch.tensor(targets, dtype=torch.long, device=device),
+        order=order,
+        lengths=lengths,
+        pad_tokens=pad,
+    )
+
+
+def default_row_tokens(model: nn.Module, longest: int, budget: int) -> int:
+    """Row length for packing. Attention over a packed row costs ~ row length per token while the
+    linear layers cost ~ hidden size per token, so rows of about 2 x hidden keep attention a small
+    share of the forward (a single row of the whole batch would make it quadratic); never shorter
+    than the longest sequence, never longer than the budget."""
+    hidden = int(getattr(getattr(model, "config", None), "hidden_size", 1024) or 1024)
+    return max(longest, min(budget, 2 * hidden))
+
+
+# --- the controller ---------------------------------------------------------------------------
+
+
+@dataclass
+class _StepStats:
+    policy_loss: float = 0.0
+    kl: float = 0.0
+    grad_norms: list[float] = field(default_factory=list)
+    clipped: float = 0.0
+    dual_clipped: float = 0.0
+    token_weight: float = 0.0  # trained tokens seen over all optimizer steps
+    entropy_sum: float = 0.0
+    entropy_tokens: float = 0.0
+    updates: int = 0
+
+
+class TrainController:
+    def __init__(self, policy: nn.Module, ref_policy: nn.Module | None, run_cfg: RunConfig, device, row_tokens: int | None = None):
+        self.policy = policy
+        self.ref_policy = ref_policy
+        self.cfg = run_cfg
+        self.algo = run_cfg.algorithm
+        self.device = torch.device(device)
+        self.temperature = run_cfg.rollout.temperature if run_cfg.rollout.temperature > 0 else 1.0
+        self.row_tokens = row_tokens
+        if self.algo.kl_coef > 0 and ref_policy is None:
+            raise ValueError("algorithm.kl_coef > 0 needs a reference policy")
+        if ref_policy is not None:
+            ref_policy.eval()
+            ref_policy.requires_grad_(False)
+        if run_cfg.model.gradient_checkpointing and hasattr(policy, "gradient_checkpointing_enable"):
+            policy.gradient_checkpointing_enable()
+        # Dr.GRPO's constant: the longest response a trajectory can have.
+        turns = run_cfg.rollout.max_turns if run_cfg.rollout.agent != "single_turn" else 1
+        self.norm_len = run_cfg.rollout.max_new_tokens * turns
+        # The old-logprob shortcut relies on a deterministic training forward.
+        self._deterministic = not any(isinstance(m, nn.Dropout) and m.p > 0 for m in policy.modules()) and not (
+            getattr(getattr(policy, "config", None), "attention_dropout", 0.0) or 0.0
+        )
+        self.recompute_old_logprobs = False  # force the extra forward even when one update makes it redundant
+
+        opt = run_cfg.optimizer
+        decay, no_decay = [], []
+        for p in policy.parameters():
+            if p.requires_grad:
+                # Norm gains and biases are not decayed (they are not "weights" of a linear map).
+                (decay if p.ndim >= 2 else no_decay).append(p)
+        self.params = decay + no_decay
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": opt.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=opt.lr,
+            betas=tuple(opt.betas),
+            eps=1e-8,
+            foreach=True,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _LrLambda(opt.schedule, opt.warmup_steps, run_cfg.schedule.total_steps)
+        )
+        self.steps = 0  # train_step calls done (= scheduler steps)
+
+    # --- forward ------------------------------------------------------------------------------
+
+    def _pad_id(self, model: nn.Module) -> int:
+        config = getattr(model, "config", None)
+        pad = getattr(config, "pad_token_id", None)
+        if pad is None:
+            pad = getattr(config, "eos_token_id", None)
+        if isinstance(pad, list):
+            pad = pad[0] if pad else None
+        return int(pad) if pad is not None else 0
+
+    def _row_tokens(self, model: nn.Module, samples: list[Sample]) -> int:
+        longest = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+        if self.row_tokens:
+            return max(self.row_tokens, longest)
+        return default_row_tokens(model, longest, self.cfg.optimizer.micro_batch_tokens)
+
+    def plan(self, model: nn.Module, samples: list[Sample], indices: list[int]) -> list[MicroBatch]:
+        """Packed micro-batches over samples[indices] (samples with no response are skipped)."""
+        live = [i for i in indices if samples[i].response_ids]
+        if not live:
+            return []
+        sub = [samples[i] for i in live]
+        lengths = [len(s.prompt_ids) + len(s.response_ids) for s in sub]
+        budget = self.cfg.optimizer.micro_batch_tokens
+        plans = plan_micro_batches(lengths, budget, self._row_tokens(model, sub))
+        pad_id = self._pad_id(model)
+        batches = []
+        for rows in plans:
+            if len(rows) == 1 and sum(lengths[i] for i in rows[0]) > budget:
+                log.warning("a sequence of %d tokens exceeds micro_batch_tokens=%d: it is run alone", sum(lengths[i] for i in rows[0]), budget)
+            mb = build_micro_batch(sub, rows, pad_id, self.device)
+            mb.order = [live[i] for i in mb.order]
+            batches.append(mb)
+        return batches
+
+    def _forward(self, model: nn.Module, mb: MicroBatch, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Flat logprobs (float32) of the micro-batch's response tokens, and their entropies."""
+        out = model(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False, logits_to_keep=mb.keep)
+        logits = out.logits.float() / self.temperature
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, mb.targets[:, None]).squeeze(-1)
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy = algorithms.entropy_from_logits(logits.detach())
+        return logp, entropy
+
+    @staticmethod
+    def _split(flat: torch.Tensor, mb: MicroBatch) -> list[torch.Tensor]:
+        return list(torch.split(flat, mb.lengths))
+
+    @torch.no_grad()
+    def compute_logprobs(self, model: nn.Module, samples: list[Sample], with_entropy: bool = False):
+        """Per-sample logprobs (float32, on CPU) of every response token under softmax(logits / T),
+        computed by packed forwards. With `with_entropy`, returns (logprobs, entropies)."""
+        was_training = model.training
+        model.eval()
+        try:
+            logprobs: list[torch.Tensor] = [torch.zeros(0) for _ in samples]
+            entropies: list[torch.Tensor] = [torch.zeros(0) for _ in samples]
+            for mb in self.plan(model, samples, list(range(len(samples)))):
+                logp, ent = self._forward(model, mb, with_entropy)
+                for i, lp in zip(mb.order, self._split(logp.cpu(), mb)):
+                    logprobs[i] = lp
+                if with_entropy:
+                    for i, e in zip(mb.order, self._split(ent.cpu(), mb)):
+                        entropies[i] = e
+        finally:
+            model.train(was_training)
+        return (logprobs, entropies) if with_entropy else logprobs
+
+    # --- training -----------------------------------------------------------------------------
+
+    def _mini_batches(self, samples: list[Sample]) -> list[list[int]]:
+        """Split sample indices into `mini_batches` chunks of whole groups (in arrival order)."""
+        groups: dict[str, list[int]] = {}
+        for i, s in enumerate(samples):
+            groups.setdefault(s.group_id, []).append(i)
+        group_list = list(groups.values())
+        k = min(self.algo.mini_batches, len(group_list))
+        chunks = []
+        for c in range(k):
+            lo, hi = c * len(group_list) // k, (c + 1) * len(group_list) // k
+            chunks.append([i for g in group_list[lo:hi] for i in g])
+        return chunks
+
+    def _masks(self, samples: list[Sample]) -> list[torch.Tensor]:
+        masks = []
+        for s in samples:
+            if s.response_mask and len(s.response_mask) == len(s.response_ids):
+                masks.append(torch.tensor(s.response_mask, dtype=torch.float32))
+            else:
+                masks.append(torch.ones(len(s.response_ids), dtype=torch.float32))
+        return masks
+
+    def train_step(self, samples: list[Sample], policy_version: int) -> dict[str, float]:
+        """One RL step on samples whose `advantage` is set. Returns the step's training metrics."""
+        algo = self.algo
+        for s in samples:
+            s.staleness = max(0, policy_version - s.policy_version)
+        masks = self._masks(samples)
+        one_update = algo.ppo_epochs == 1 and algo.mini_batches == 1
+        reuse_forward = one_update and self._deterministic and not self.recompute_old_logprobs
+        old = None if reuse_forward else self.compute_logprobs(self.policy, samples)
+        ref = self.compute_logprobs(self.ref_policy, samples) if algo.kl_coef > 0 else None
+        lr = self.optimizer.param_groups[0]["lr"]
+
+        self.policy.train()
+        stats = _StepStats()
+        mini_batches = self._mini_batches(samples)
+        for epoch in range(algo.ppo_epochs):
+            for indices in mini_batches:
+                self._update(samples, indices, masks, old, ref, stats, first_epoch=epoch == 0)
+        self.scheduler.step()
+        self.steps += 1
+
+        trained_tokens = sum(float(m.sum()) for m in masks if m.numel())
+        per_update = max(1, stats.updates)
+        metrics = {
+            "loss/policy": stats.policy_loss / per_update,
+            "entropy": stats.entropy_sum / stats.entropy_tokens if stats.entropy_tokens else 0.0,
+            "clip_frac": stats.clipped / stats.token_weight if stats.token_weight else 0.0,
+            "dual_clip_frac": stats.dual_clipped / stats.token_weight if stats.token_weight else 0.0,
+            "grad_norm": sum(stats.grad_norms) / len(stats.grad_norms) if stats.grad_norms else 0.0,
+            "lr": lr,
+            "train/tokens": trained_tokens,
+            "train/optimizer_steps": float(stats.updates),
+            "staleness/mean": sum(s.staleness for s in samples) / len(samples) if samples else 0.0,
+            "staleness/max": float(max((s.staleness for s in samples), default=0)),
+        }
+        if algo.kl_coef > 0:
+            metrics["kl"] = stats.kl / per_update
+            metrics["loss/kl"] = algo.kl_coef * stats.kl / per_update
+        return metrics
+
+    def _update(self, samples, indices, masks, old, ref, stats: _StepStats, first_epoch: bool) -> None:
+        """One optimizer step over samples[indices], accumulated over packed micro-batches."""
+        algo = self.algo
+        weights = algorithms.aggregation_weights([masks[i] for i in indices], algo.loss_agg, self.norm_len)
+        weight_of = dict(zip(indices, weights))
+        self.optimizer.zero_grad(set_to_none=True)
+        for mb in self.plan(self.policy, samples, indices):
+            logp, entropy = self._forward(self.policy, mb, with_entropy=first_epoch)
+            dev = logp.device
+            w = torch.cat([weight_of[i] for i in mb.order]).to(dev)
+            m = torch.cat([masks[i] for i in mb.order]).to(dev)
+            adv = torch.cat([torch.full((n,), samples[i].advantage) for i, n in zip(mb.order, mb.lengths)]).to(dev)
+            logp_old = logp.detach() if old is None else torch.cat([old[i] for i in mb.order]).to(dev)
+            pg, clipped, dual = algorithms.policy_loss(
+                logp, logp_old, adv, algo.clip_eps_low, algo.clip_eps_high, algo.dual_clip_c
+            )
+            # where(): a masked (tool) token must contribute nothing, not even a NaN times 0.
+            pg_loss = torch.where(m > 0, pg * w, 0.0).sum()
+            loss = pg_loss
+            if ref is not None:
+                logp_ref = torch.cat([ref[i] for i in mb.order]).to(dev)
+                kl = torch.where(m > 0, algorithms.kl_penalty(logp, logp_ref, algo.kl_estimator) * w, 0.0).sum()
+                loss = loss + algo.kl_coef * kl
+                stats.kl += float(kl)
+            loss.backward()
+            stats.policy_loss += float(pg_loss)
+            stats.clipped += float((clipped.float() * m).sum())
+            stats.dual_clipped += float((dual.float() * m).sum())
+            stats.token_weight += float(m.sum())
+            if entropy is not None:
+                stats.entropy_sum += float((entropy * m).sum())
+                stats.entropy_tokens += float(m.sum())
+        clip = self.cfg.optimizer.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(self.params, clip if clip > 0 else float("inf"), foreach=True)
+        stats.grad_norms.append(float(norm))
+        self.optimizer.step()
+        stats.updates += 1
+
+    # --- resume -------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.steps = int(state["steps"])
