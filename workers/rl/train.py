@@ -393,9 +393,9 @@ class TrainController:
                 logp_ref = torch.cat([ref[i] for i in mb.order]).to(dev)
                 kl = torch.where(m > 0, algorithms.kl_penalty(logp, logp_ref, algo.kl_estimator) * w, 0.0).sum()
                 loss = loss + algo.kl_coef * kl
-                stats.kl += float(kl)
+                stats.kl += float(kl.detach())
             loss.backward()
-            stats.policy_loss += float(pg_loss)
+            stats.policy_loss += float(pg_loss.detach())
             stats.clipped += float((clipped.float() * m).sum())
             stats.dual_clipped += float((dual.float() * m).sum())
             stats.token_weight += float(m.sum())
