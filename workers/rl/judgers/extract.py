@@ -65,7 +65,7 @@ class Answer:
         written = self.text.strip()
         if written == shown:
             return f"{shown} (from {self.source})"
-        return f"{shown} (wrote {shorten(written, 40)!r}, from {self.source})"
+        return f"{shown} (wrote {quote(written, 40)}, from {self.source})"
 
 
 def format_number(value: float) -> str:
@@ -79,6 +79,11 @@ def shorten(text: str, limit: int = 80) -> str:
     """One line, at most `limit` characters, for quoting model output in an explanation."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def quote(text: str, limit: int = 80) -> str:
+    """'text' shortened to one line, quoted without escaping backslashes (LaTeX stays readable)."""
+    return f"'{shorten(text, limit)}'"
 
 
 def _token_value(match: re.Match) -> float | None:
