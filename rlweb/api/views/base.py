@@ -1,0 +1,48 @@
+"""What every API view shares: the error shape, the schema class, authentication,
+throttles and the owner-or-staff permission."""
+
+from __future__ import annotations
+
+from rest_framework import generics, viewsets
+from rest_framework.views import APIView
+
+from rlweb.core.ownership import get_visible_or_404
+
+from ..errors import exception_handler
+from ..permissions import OwnerOrStaff
+from ..schema import ApiAutoSchema
+from ..throttling import UserThrottle
+
+
+class ApiMixin:
+    # DRF views are exempt from LoginRequiredMiddleware (APIView.as_view sets login_required =
+    # False): anonymous calls reach DRF and get a 401 in the error shape, never a redirect.
+    permission_classes = [OwnerOrStaff]
+    throttle_classes = [UserThrottle]
+    schema = ApiAutoSchema()
+
+    def get_exception_handler(self):
+        return exception_handler
+
+
+class ApiView(ApiMixin, APIView):
+    pass
+
+
+class GenericApiView(ApiMixin, generics.GenericAPIView):
+    pass
+
+
+class ApiViewSet(ApiMixin, viewsets.GenericViewSet):
+    pass
+
+
+class RunChildMixin:
+    """Views under /runs/{run_id}/: the run must be visible to the caller (else 404)."""
+
+    def get_run(self):
+        from rlweb.runs.models import Run
+
+        if not hasattr(self, "_run"):
+            self._run = get_visible_or_404(Run, self.request.user, pk=self.kwargs["run_id"])
+        return self._run
