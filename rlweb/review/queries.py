@@ -1,0 +1,301 @@
+"""The sample browser's query: filters, sort order and keyset pagination over one run's samples.
+
+Three rules keep the first page fast on a run with millions of samples:
+- the list never selects the big text columns (LIST_FIELDS);
+- there is no COUNT: pages are keyset pages ("after this row"), so any page costs one index range
+  scan of about one page of rows, not a scan of everything before it;
+- every sort order is (column, ..., id) in one direction, and the indexes of migration 0002 end
+  with exactly those columns, so the database reads rows already in order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.db.models import BooleanField, F, FloatField, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+
+from rlweb.runs.models import Run, Trajectory
+
+PAGE_SIZE = 50
+
+# What a list row shows. Deliberately none of Trajectory.BIG_FIELDS.
+LIST_FIELDS = (
+    "id", "run_id", "step", "split", "uid", "group_id", "prompt_index", "data_source", "status",
+    "finish_reason", "reward", "reward_components", "advantage", "prompt_len", "response_len",
+    "staleness", "zero_variance",
+)
+
+# Same expression as the GIN index of migration 0002 (the planner matches expressions, so it
+# must stay identical). 'simple': words are matched as written (lower-cased), no stemming and no
+# stop words, so searching "the" or "boxed" finds exactly that word.
+SEARCH_VECTOR_SQL = "to_tsvector('simple'::regconfig, {table}.prompt || ' ' || {table}.response)"
+
+
+@dataclass(frozen=True)
+class SortOption:
+    key: str
+    label: str
+    columns: tuple[str, ...]  # the last is always "id": a total order for keyset pages
+    nullable: bool = False  # only the first column may be NULL
+
+
+SORTS = {
+    s.key: s
+    for s in (
+        SortOption("step", "step", ("step", "id")),
+        SortOption("id", "id", ("id",)),
+        SortOption("reward", "reward", ("reward", "id"), nullable=True),
+        SortOption("advantage", "advantage", ("advantage", "id"), nullable=True),
+        SortOption("response_len", "response length", ("response_len", "id")),
+        SortOption("staleness", "staleness", ("staleness", "id")),
+        SortOption("status", "status", ("status", "step", "id")),
+        SortOption("finish_reason", "finish reason", ("finish_reason", "step", "id")),
+        SortOption("data_source", "data source", ("data_source", "step", "id")),
+        SortOption("prompt_index", "prompt", ("prompt_index", "step", "id"), nullable=True),
+    )
+}
+DEFAULT_SORT = "-step"  # newest first
+
+
+def parse_sort(value: str | None) -> tuple[SortOption, bool]:
+    """(option, descending) from "reward" / "-reward"; unknown values give the default."""
+    value = (value or DEFAULT_SORT).strip()
+    descending = value.startswith("-")
+    option = SORTS.get(value.lstrip("-"))
+    if option is None:
+        return parse_sort(DEFAULT_SORT)
+    return option, descending
+
+
+@dataclass
+class SampleFilters:
+    """Cleaned filter values (see forms.SampleFilterForm); empty fields are None / empty."""
+
+    split: str = ""
+    step_min: int | None = None
+    step_max: int | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    components: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    statuses: list[str] = field(default_factory=list)
+    finish_reasons: list[str] = field(default_factory=list)
+    data_sources: list[str] = field(default_factory=list)
+    staleness_min: int | None = None
+    staleness_max: int | None = None
+    zero_variance: bool | None = None
+    length_min: int | None = None
+    length_max: int | None = None
+    search: str = ""
+    flagged: str = ""  # "" = any sample, "any" = flagged at all, or one flag kind
+
+    @property
+    def active(self) -> bool:
+        return self != SampleFilters()
+
+
+def _range(q: Q, expr, low, high) -> Q:
+    if low is not None:
+        q &= Q(**{f"{expr}__gte": low})
+    if high is not None:
+        q &= Q(**{f"{expr}__lte": high})
+    return q
+
+
+def search_condition(text: str):
+    """A boolean expression: the sample's prompt or response contains the words of `text`."""
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(Trajectory._meta.db_table)
+        # websearch syntax: words (all must occur), "a phrase", -excluded, or.
+        return RawSQL(
+            f"{SEARCH_VECTOR_SQL.format(table=table)} @@ websearch_to_tsquery('simple'::regconfig, %s)",
+            [text],
+            output_field=BooleanField(),
+        )
+    # SQLite (embedded mode) has no such index: a plain substring match, fine at its scale.
+    return Q(prompt__icontains=text) | Q(response__icontains=text)
+
+
+def filter_samples(qs: QuerySet, filters: SampleFilters) -> QuerySet:
+    q = Q()
+    if filters.split:
+        q &= Q(split=filters.split)
+    q = _range(q, "step", filters.step_min, filters.step_max)
+    q = _range(q, "reward", filters.reward_min, filters.reward_max)
+    q = _range(q, "staleness", filters.staleness_min, filters.staleness_max)
+    q = _range(q, "response_len", filters.length_min, filters.length_max)
+    if filters.statuses:
+        q &= Q(status__in=filters.statuses)
+    if filters.finish_reasons:
+        q &= Q(finish_reason__in=filters.finish_reasons)
+    if filters.data_sources:
+        q &= Q(data_source__in=filters.data_sources)
+    if filters.zero_variance is not None:
+        q &= Q(zero_variance=filters.zero_variance)
+    qs = qs.filter(q)
+    for n, (name, (low, high)) in enumerate(sorted(filters.components.items())):
+        if low is None and high is None:
+            continue
+        alias = f"_component_{n}"
+        qs = qs.alias(**{alias: Cast(KeyTextTransform(name, "reward_components"), FloatField())})
+        qs = qs.filter(_range(Q(), alias, low, high))
+    if filters.search:
+        qs = qs.filter(search_condition(filters.search))
+    if filters.flagged:
+        from .models import SampleFlag
+
+        flags = SampleFlag.objects.all()
+        if filters.flagged != "any":
+            flags = flags.filter(kind=filters.flagged)
+        qs = qs.filter(id__in=flags.values("trajectory_id"))
+    return qs
+
+
+def run_samples(run: Run) -> QuerySet:
+    return Trajectory.objects.filter(run=run)
+
+
+# --- keyset pagination --------------------------------------------------------------------
+
+
+def encode_cursor(values: list) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str | None, option: SortOption) -> list | None:
+    """The row values a cursor token names, or None if it is absent or malformed."""
+    if not token:
+        return None
+    try:
+        values = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(values, list) or len(values) != len(option.columns):
+        return None
+    for n, value in enumerate(values):
+        ok_null = value is None and n == 0 and option.nullable
+        if not (ok_null or isinstance(value, (int, float, str)) and not isinstance(value, bool)):
+            return None
+    return values
+
+
+def _order_by(option: SortOption, descending: bool) -> list:
+    # NULLs sort as the greatest value both ways (Postgres' own default), so the order matches a
+    # plain b-tree index read forwards or backwards.
+    order = []
+    for n, column in enumerate(option.columns):
+        expr = F(column)
+        if n == 0 and option.nullable:
+            order.append(expr.desc(nulls_first=True) if descending else expr.asc(nulls_last=True))
+        else:
+            order.append(expr.desc() if descending else expr.asc())
+    return order
+
+
+def _after(option: SortOption, descending: bool, values: list) -> Q:
+    """Rows strictly after `values` in the order (columns, descending), NULL being greatest."""
+    beyond = "lt" if descending else "gt"
+
+    def lexicographic(columns, vals) -> Q:
+        # (c1 beyond v1) or (c1 = v1 and (c2 beyond v2 or (c2 = v2 and ...)))
+        head, *rest = columns
+        strictly = Q(**{f"{head}__{beyond}": vals[0]})
+        if not rest:
+            return strictly
+        return strictly | (Q(**{head: vals[0]}) & lexicographic(rest, vals[1:]))
+
+    first, *others = option.columns
+    v1 = values[0]
+    if option.nullable and v1 is None:
+        tail = lexicographic(others, values[1:])
+        same_null = Q(**{f"{first}__isnull": True}) & tail
+        return same_null | Q(**{f"{first}__isnull": False}) if descending else same_null
+    condition = lexicographic(option.columns, values)
+    # A redundant bound on the first column lets the index start the scan at the cursor.
+    bound = Q(**{f"{first}__{'lte' if descending else 'gte'}": v1})
+    if option.nullable and not descending:
+        return (bound & condition) | Q(**{f"{first}__isnull": True})
+    return bound & condition
+
+
+@dataclass
+class Page:
+    rows: list
+    next_cursor: str | None
+    prev_cursor: str | None
+    sort: str
+    option: SortOption = None
+    descending: bool = True
+
+
+def page_of(qs: QuerySet, sort: str | None = None, after: str | None = None, before: str | None = None, size: int = PAGE_SIZE) -> Page:
+    """One keyset page of `qs` (already filtered): the first page, the page after cursor
+    `after`, or the page before cursor `before`."""
+    option, descending = parse_sort(sort)
+    sort_key = ("-" if descending else "") + option.key
+    after_values = decode_cursor(after, option)
+    before_values = None if after_values is not None else decode_cursor(before, option)
+    qs = qs.only(*LIST_FIELDS)
+
+    if before_values is not None:
+        # Walk backwards: the reverse order from the cursor, then put the rows back in order.
+        rows = list(qs.filter(_after(option, not descending, before_values)).order_by(*_order_by(option, not descending))[: size + 1])
+        has_prev = len(rows) > size
+        rows = rows[:size][::-1]
+        has_next = True
+    else:
+        if after_values is not None:
+            qs = qs.filter(_after(option, descending, after_values))
+        rows = list(qs.order_by(*_order_by(option, descending))[: size + 1])
+        has_next = len(rows) > size
+        rows = rows[:size]
+        has_prev = after_values is not None
+
+    def cursor(row):
+        return encode_cursor([getattr(row, column) for column in option.columns])
+
+    return Page(
+        rows=rows,
+        next_cursor=cursor(rows[-1]) if rows and has_next else None,
+        prev_cursor=cursor(rows[0]) if rows and has_prev else None,
+        sort=sort_key,
+        option=option,
+        descending=descending,
+    )
+
+
+def component_names(run: Run, recent: int = 500) -> list[str]:
+    """Reward component names of the run, read from its most recent samples (a judger's
+    components do not change within a run; reading all of a run's samples would be slow)."""
+    names: set[str] = set()
+    for components in Trajectory.objects.filter(run=run).order_by("-id").values_list("reward_components", flat=True)[:recent]:
+        if isinstance(components, dict):
+            names.update(str(k) for k in components)
+    return sorted(names)
+
+
+def distinct_values(run: Run, column: str, limit: int = 200) -> list[str]:
+    """The distinct values of a small-vocabulary column (data source, status, finish reason) in
+    the run. A loose index scan: one index probe per distinct value (the indexes of migration
+    0002 lead with (run_id, column)), instead of reading all of the run's samples."""
+    if column not in ("data_source", "status", "finish_reason", "split"):
+        raise ValueError(f"not a small-vocabulary column: {column}")
+    table = connection.ops.quote_name(Trajectory._meta.db_table)
+    col = connection.ops.quote_name(column)
+    sql = f"""
+        WITH RECURSIVE vals(v) AS (
+            SELECT MIN({col}) FROM {table} WHERE run_id = %s
+            UNION ALL
+            SELECT (SELECT MIN({col}) FROM {table} WHERE run_id = %s AND {col} > vals.v)
+            FROM vals WHERE vals.v IS NOT NULL
+        )
+        SELECT v FROM vals WHERE v IS NOT NULL LIMIT %s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, run.pk, limit])
+        return [row[0] for row in cursor.fetchall() if row[0]]

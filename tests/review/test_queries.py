@@ -1,0 +1,178 @@
+"""The sample browser's filters, sorts and keyset pages, against real Postgres."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.http import QueryDict
+from django.test.utils import CaptureQueriesContext
+
+from rlweb.review.forms import filters_from_query
+from rlweb.review.queries import SORTS, distinct_values, filter_samples, page_of, run_samples
+from rlweb.runs.models import Trajectory
+
+from .factories import make_run, make_sample
+
+pytestmark = pytest.mark.django_db
+
+
+def ids(qs_or_rows):
+    return sorted(row.id if hasattr(row, "id") else row for row in qs_or_rows)
+
+
+def matching(run, query: str, **form_kwargs):
+    _, filters = filters_from_query(QueryDict(query), **form_kwargs)
+    return ids(filter_samples(run_samples(run), filters))
+
+
+@pytest.fixture
+def run(alice):
+    return make_run(alice)
+
+
+def test_it_filters_by_step_range(run):
+    samples = [make_sample(run, step=s) for s in range(1, 6)]
+    assert matching(run, "step_min=2&step_max=4") == ids(samples[1:4])
+
+
+def test_it_filters_by_reward_range_and_status(run):
+    low = make_sample(run, reward=0.0)
+    high = make_sample(run, reward=1.0)
+    failed = make_sample(run, reward=1.0, status="failed")
+    assert matching(run, "reward_min=0.5") == ids([high, failed])
+    assert matching(run, "reward_min=0.5&status=completed") == ids([high])
+    assert matching(run, "status=completed&status=failed&reward_max=0.5") == ids([low])
+
+
+def test_it_filters_by_each_reward_component(run):
+    both = make_sample(run, reward_components={"correct": 1.0, "format": 1.0})
+    only_format = make_sample(run, reward_components={"correct": 0.0, "format": 1.0})
+    make_sample(run, reward_components={"correct": 0.0, "format": 0.0})
+    components = ["correct", "format"]
+    assert matching(run, "cmin.correct=1", components=components) == ids([both])
+    assert matching(run, "cmin.format=0.5&cmax.correct=0.5", components=components) == ids([only_format])
+
+
+def test_it_filters_by_finish_reason_data_source_staleness_zero_variance_and_length(run):
+    truncated = make_sample(run, finish_reason="length", response_len=512)
+    gsm = make_sample(run, data_source="gsm8k", staleness=2)
+    flat = make_sample(run, zero_variance=True, response_len=40)
+    assert matching(run, "finish_reason=length") == ids([truncated])
+    assert matching(run, "data_source=gsm8k") == ids([gsm])
+    assert matching(run, "staleness_min=1") == ids([gsm])
+    assert matching(run, "zero_variance=yes") == ids([flat])
+    assert flat.id not in matching(run, "zero_variance=no")
+    assert matching(run, "len_min=30&len_max=100") == ids([flat])
+
+
+def test_full_text_search_finds_a_word_in_the_prompt_or_the_response(run):
+    in_response = make_sample(run, response="I cannot solve this, sorry.")
+    in_prompt = make_sample(run, prompt="Sorry to ask: what is 3 + 4?", response="7")
+    make_sample(run, response="The answer is 7.")
+    assert matching(run, "q=sorry") == ids([in_response, in_prompt])
+    assert matching(run, 'q="cannot solve"') == ids([in_response])
+    assert matching(run, "q=sorry -cannot") == ids([in_prompt])
+
+
+def test_the_search_uses_the_full_text_index_expression(run):
+    make_sample(run, response="hello world")
+    _, filters = filters_from_query(QueryDict("q=hello"))
+    sql = str(filter_samples(run_samples(run), filters).query)
+    # The same expression as migration 0002's GIN index, or the planner cannot use the index.
+    assert "to_tsvector('simple'::regconfig" in sql and "websearch_to_tsquery" in sql
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'review_traj_search_idx'")
+        assert "gin (to_tsvector('simple'::regconfig" in cursor.fetchone()[0]
+
+
+def test_it_filters_flagged_samples(run, alice):
+    from rlweb.review.services import add_flag
+
+    flagged = make_sample(run)
+    hacked = make_sample(run)
+    make_sample(run)
+    add_flag(flagged, alice, "judger_wrong", "41 is not 42")
+    add_flag(hacked, alice, "reward_hacking")
+    assert matching(run, "flagged=any") == ids([flagged, hacked])
+    assert matching(run, "flagged=reward_hacking") == ids([hacked])
+
+
+def test_an_invalid_filter_value_is_ignored_and_reported(run):
+    sample = make_sample(run)
+    form, filters = filters_from_query(QueryDict("reward_min=lots"))
+    assert "reward_min" in form.errors
+    assert ids(filter_samples(run_samples(run), filters)) == [sample.id]
+
+
+def test_it_never_shows_another_runs_samples(run, alice):
+    other = make_run(alice, name="other")
+    make_sample(other)
+    mine = make_sample(run)
+    assert matching(run, "") == [mine.id]
+
+
+def walk_pages(qs, sort, size):
+    seen, after = [], None
+    for _ in range(100):
+        page = page_of(qs, sort, after=after, size=size)
+        seen.extend(row.id for row in page.rows)
+        if not page.next_cursor:
+            return seen
+        after = page.next_cursor
+    raise AssertionError("pagination did not end")
+
+
+@pytest.mark.parametrize("sort", [*SORTS, *(f"-{key}" for key in SORTS)])
+def test_keyset_pages_visit_every_sample_once_in_order_for_every_sort(run, sort):
+    rewards = [None, 0.0, 0.5, 1.0, None, 1.0, 0.0, 0.5, 1.0, 0.25, None]
+    for n, reward in enumerate(rewards):
+        make_sample(run, step=n % 4, reward=reward, advantage=None if reward is None else reward - 0.5,
+                    response_len=(n * 7) % 5, staleness=n % 3, status=["completed", "failed"][n % 2],
+                    finish_reason=["stop", "length"][n % 2], data_source=["a", "b", "c"][n % 3], prompt_index=n % 3)
+    qs = run_samples(run)
+    option = SORTS[sort.lstrip("-")]
+    descending = sort.startswith("-")
+
+    def key(row):
+        # NULL is the greatest value in both directions.
+        return tuple((value is None, value if value is not None else 0) for value in (getattr(row, c) for c in option.columns))
+
+    expected = [row.id for row in sorted(Trajectory.objects.filter(run=run), key=key, reverse=descending)]
+    assert walk_pages(qs, sort, size=3) == expected
+
+
+def test_previous_page_returns_the_page_before(run):
+    for step in range(10):
+        make_sample(run, step=step)
+    qs = run_samples(run)
+    first = page_of(qs, "-step", size=4)
+    second = page_of(qs, "-step", after=first.next_cursor, size=4)
+    back = page_of(qs, "-step", before=second.prev_cursor, size=4)
+    assert [r.id for r in back.rows] == [r.id for r in first.rows]
+    assert back.prev_cursor is None and back.next_cursor
+
+
+def test_a_malformed_cursor_gives_the_first_page(run):
+    make_sample(run)
+    assert len(page_of(run_samples(run), "-reward", after="not-a-cursor!").rows) == 1
+
+
+def test_the_list_query_never_selects_the_big_text_columns(run):
+    make_sample(run, response="word " * 1000)
+    _, filters = filters_from_query(QueryDict("q=word&reward_min=0&status=completed&sort=-reward"))
+    with CaptureQueriesContext(connection) as captured:
+        page = page_of(filter_samples(run_samples(run), filters), "-reward")
+    assert len(page.rows) == 1
+    [sql] = [q["sql"] for q in captured.captured_queries if "runs_trajectory" in q["sql"]]
+    select_list = re.match(r"SELECT (.*?) FROM ", sql, re.S).group(1)
+    for big in Trajectory.BIG_FIELDS:
+        assert f'"runs_trajectory"."{big}"' not in select_list, big
+    assert '"runs_trajectory"."reward"' in select_list
+
+
+def test_distinct_values_reads_each_value_once(run):
+    for source in ["gsm8k", "math", "gsm8k", "arith", ""]:
+        make_sample(run, data_source=source)
+    assert distinct_values(run, "data_source") == ["arith", "gsm8k", "math"]
+    with pytest.raises(ValueError):
+        distinct_values(run, "prompt")
