@@ -58,7 +58,16 @@ def run_summary(run: Run) -> dict:
         "last_reward": run.last_reward,
         "last_eval_accuracy": run.last_eval_accuracy,
         "heartbeat_at": run.heartbeat_at.isoformat() if run.heartbeat_at else None,
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "attempts": run.attempts,
+        "cancel_requested": run.cancel_requested,
+        "can_resume": run.can_resume,
         "error": run.error[-2000:] if run.error else "",
+        "checkpoints": [
+            [step, path, size, deleted]
+            for step, path, size, deleted in run.checkpoints.order_by("-step").values_list("step", "path", "size_bytes", "deleted")[:20]
+        ],
     }
 
 
