@@ -45,6 +45,14 @@ def mark_failed(sample: Sample, message: str) -> Sample:
     return sample
 
 
+def apply_verdict(sample: Sample, verdict: Verdict, kind: str) -> Sample:
+    if not math.isfinite(verdict.score):
+        return mark_failed(sample, f"{kind} judger produced a non-finite score ({verdict.score})")
+    sample.reward = verdict.reward()
+    sample.explanation = verdict.explanation
+    return sample
+
+
 class Judger(abc.ABC):
     """A reward function built from its spec. Subclasses implement `verdict`."""
 
@@ -62,17 +70,13 @@ class Judger(abc.ABC):
         the message. Never raises (cancellation of the caller still propagates)."""
         try:
             verdict = await self.verdict(sample)
-            if not math.isfinite(verdict.score):
-                raise JudgeError(f"{self.kind} judger produced a non-finite score ({verdict.score})")
         except JudgeError as exc:
             logger.debug("sample %s failed judging: %s", sample.uid, exc)
             return mark_failed(sample, str(exc))
         except Exception as exc:  # a bug or an unexpected library error must not kill the run
             logger.exception("%s judger raised on sample %s", self.kind, sample.uid)
             return mark_failed(sample, f"{self.kind} judger raised {type(exc).__name__}: {exc}")
-        sample.reward = verdict.reward()
-        sample.explanation = verdict.explanation
-        return sample
+        return apply_verdict(sample, verdict, self.kind)
 
     @property
     def max_concurrency(self) -> int:
