@@ -10,7 +10,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from workers.rl.config import RunConfig
 from workers.rl.sample import Sample
-from workers.rl.train import TrainController, lr_factor, plan_micro_batches
+from workers.rl.packing import plan_micro_batches
+from workers.rl.train import TrainController, lr_factor
 
 torch.set_num_threads(1)
 
@@ -81,20 +82,46 @@ def unpacked_logprobs(model, samples, temperature):
     return out
 
 
+@pytest.mark.parametrize("share_prompt", [True, False])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_packed_logprobs_equal_per_sequence_forward(attn):
+def test_packed_logprobs_equal_per_sequence_forward(attn, share_prompt):
     model = small_llama(attn=attn).eval()
     samples = make_samples(groups=4, n=3)
     # Small rows and budget: several sequences share a row, and there are several micro-batches.
-    controller = TrainController(model, None, run_config(optimizer={"micro_batch_tokens": 40}), "cpu", row_tokens=20)
+    controller = TrainController(
+        model, None, run_config(optimizer={"micro_batch_tokens": 40}), "cpu", row_tokens=20, share_prompt=share_prompt
+    )
     plans = controller.plan(model, samples, list(range(len(samples))))
     assert len(plans) > 1
     assert any(len(mb.order) > mb.input_ids.shape[0] for mb in plans), "no row holds two sequences"
+    fed = sum(mb.tokens - mb.pad_tokens for mb in plans)
+    total = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+    assert (fed < total) if share_prompt else (fed == total)
     packed = controller.compute_logprobs(model, samples)
     expected = unpacked_logprobs(model, samples, temperature=0.7)
     for got, want in zip(packed, expected):
         assert got.shape == want.shape
         assert torch.allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_a_kernel_without_custom_masks_packs_by_position_ids():
+    # flash/flex kernels take no 4D mask: one response per prompt, boundaries from position ids.
+    model = small_llama(attn="sdpa").eval()
+    samples = make_samples(groups=3, n=2)
+    controller = TrainController(model, None, run_config(), "cpu", row_tokens=24)
+    model.config._attn_implementation = "flash_attention_2"  # only read by the planner here
+    plans = controller.plan(model, samples, list(range(len(samples))))
+    model.config._attn_implementation = "sdpa"
+    assert all(mb.attention_mask is None for mb in plans)
+    assert sum(mb.tokens - mb.pad_tokens for mb in plans) == sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+    got = []
+    with torch.no_grad():
+        for mb in plans:
+            logp, _ = controller._forward(model, mb, with_entropy=False)
+            got.extend(zip(mb.order, torch.split(logp, mb.lengths)))
+    expected = unpacked_logprobs(model, samples, temperature=0.7)
+    for i, lp in got:
+        assert torch.allclose(lp, expected[i], atol=1e-5, rtol=0)
 
 
 def test_packing_pads_only_row_tails_and_respects_the_budget():

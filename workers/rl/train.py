@@ -10,12 +10,11 @@ One `train_step(samples)` does what DESIGN.md §4 asks of the policy trainer:
    the un-micro-batched gradient (per-token loss weights are computed over the whole mini-batch
    before the first micro-batch runs, see `algorithms.aggregation_weights`).
 
-Packing: prompt+response of several samples are concatenated into one row with position ids
-restarting at 0 for each sequence and no attention mask; transformers (>= 5) then builds a
-block-diagonal causal mask from the position ids (`find_packed_sequence_indices`; with
-flash-attention it uses the varlen kernels), so sequences never attend to each other. Logits are
-projected only at the positions that predict response tokens (`logits_to_keep` boolean mask).
-tests/engine/test_train.py checks packed == per-sequence logprobs.
+Packing (workers/rl/packing.py): no padding but row tails; the prompt of a group is forwarded
+once and its n responses attend to it (exact: the same logprobs and gradients as n separate
+sequences, for a fraction of the tokens). Logits are projected only at the positions that
+predict response tokens (`logits_to_keep`). tests/engine/test_train.py checks packed ==
+per-sequence logprobs and micro-batched == full-batch gradients.
 """
 
 from __future__ import annotations
@@ -29,6 +28,14 @@ from torch import nn
 
 from workers.rl import algorithms
 from workers.rl.config import RunConfig
+from workers.rl.packing import (
+    MicroBatch,
+    build_micro_batch,
+    default_row_tokens,
+    make_units,
+    mask_kind,
+    plan_micro_batches,
+)
 from workers.rl.sample import Sample
 
 log = logging.getLogger(__name__)
@@ -65,116 +72,6 @@ class _LrLambda:
         return lr_factor(step, self.schedule, self.warmup_steps, self.total_steps)
 
 
-# --- packing ----------------------------------------------------------------------------------
-
-
-@dataclass
-class MicroBatch:
-    """Packed rows ready for one forward: `order` lists the sample indices whose response tokens
-    appear, in that order, in the flat outputs (logits at `keep` positions)."""
-
-    input_ids: torch.Tensor  # [rows, length]
-    position_ids: torch.Tensor  # [rows, length]
-    keep: torch.Tensor  # bool [rows, length]: positions whose logits predict a response token
-    targets: torch.Tensor  # [n_response_tokens]: the response tokens, in flat order
-    order: list[int]  # sample index per packed sequence, in flat order
-    lengths: list[int]  # response length per packed sequence (same order)
-    pad_tokens: int = 0
-
-    @property
-    def tokens(self) -> int:
-        return int(self.input_ids.numel())
-
-
-def pack_rows(lengths: list[int], row_tokens: int) -> list[list[int]]:
-    """First-fit decreasing: put sequence indices into rows of at most `row_tokens` tokens (a
-    longer sequence gets a row of its own). Few, full rows mean little tail padding."""
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        for r, free in enumerate(room):
-            if lengths[i] <= free:
-                rows[r].append(i)
-                room[r] -= lengths[i]
-                break
-        else:
-            rows.append([i])
-            room.append(max(0, row_tokens - lengths[i]))
-    return rows
-
-
-def plan_micro_batches(lengths: list[int], budget: int, row_tokens: int) -> list[list[list[int]]]:
-    """Micro-batches (lists of rows of sequence indices) whose padded size rows x longest row
-    stays within `budget` tokens (a single row longer than the budget still gets its own)."""
-    rows = pack_rows(lengths, row_tokens)
-    rows.sort(key=lambda row: -sum(lengths[i] for i in row))
-    batches: list[list[list[int]]] = []
-    current: list[list[int]] = []
-    width = 0
-    for row in rows:
-        row_len = sum(lengths[i] for i in row)
-        new_width = max(width, row_len)
-        if current and new_width * (len(current) + 1) > budget:
-            batches.append(current)
-            current, width = [], 0
-            new_width = row_len
-        current.append(row)
-        width = new_width
-    if current:
-        batches.append(current)
-    return batches
-
-
-def build_micro_batch(samples: list[Sample], rows: list[list[int]], pad_id: int, device) -> MicroBatch:
-    width = max(sum(len(samples[i].prompt_ids) + len(samples[i].response_ids) for i in row) for row in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    pos = torch.zeros((len(rows), width), dtype=torch.long)
-    keep = torch.zeros((len(rows), width), dtype=torch.bool)
-    targets: list[int] = []
-    order: list[int] = []
-    lengths: list[int] = []
-    pad = 0
-    for r, row in enumerate(rows):
-        offset = 0
-        for i in row:
-            s = samples[i]
-            p, n = len(s.prompt_ids), len(s.response_ids)
-            if p == 0:
-                raise ValueError(f"sample {s.uid} has an empty prompt: its first response token has no context")
-            ids[r, offset : offset + p + n] = torch.tensor(s.prompt_ids + s.response_ids, dtype=torch.long)
-            pos[r, offset : offset + p + n] = torch.arange(p + n)
-            # logits at t predict token t+1: response token j (at offset+p+j) is predicted at offset+p+j-1
-            keep[r, offset + p - 1 : offset + p + n - 1] = True
-            targets.extend(s.response_ids)
-            order.append(i)
-            lengths.append(n)
-            offset += p + n
-        if offset < width:
-            # The tail is its own "sequence" (positions restart at 0), so no real token attends to it
-            # and it attends to none of them; its logits are never projected.
-            pos[r, offset:] = torch.arange(width - offset)
-            pad += width - offset
-    # The kept logits come out flat in row-major order: the order targets/order were built in.
-    return MicroBatch(
-        input_ids=ids.to(device),
-        position_ids=pos.to(device),
-        keep=keep.to(device),
-        targets=torch.tensor(targets, dtype=torch.long, device=device),
-        order=order,
-        lengths=lengths,
-        pad_tokens=pad,
-    )
-
-
-def default_row_tokens(model: nn.Module, longest: int, budget: int) -> int:
-    """Row length for packing. Attention over a packed row costs ~ row length per token while the
-    linear layers cost ~ hidden size per token, so rows of about 2 x hidden keep attention a small
-    share of the forward (a single row of the whole batch would make it quadratic); never shorter
-    than the longest sequence, never longer than the budget."""
-    hidden = int(getattr(getattr(model, "config", None), "hidden_size", 1024) or 1024)
-    return max(longest, min(budget, 2 * hidden))
-
-
 # --- the controller ---------------------------------------------------------------------------
 
 
@@ -192,7 +89,15 @@ class _StepStats:
 
 
 class TrainController:
-    def __init__(self, policy: nn.Module, ref_policy: nn.Module | None, run_cfg: RunConfig, device, row_tokens: int | None = None):
+    def __init__(
+        self,
+        policy: nn.Module,
+        ref_policy: nn.Module | None,
+        run_cfg: RunConfig,
+        device,
+        row_tokens: int | None = None,
+        share_prompt: bool = True,
+    ):
         self.policy = policy
         self.ref_policy = ref_policy
         self.cfg = run_cfg
@@ -200,6 +105,7 @@ class TrainController:
         self.device = torch.device(device)
         self.temperature = run_cfg.rollout.temperature if run_cfg.rollout.temperature > 0 else 1.0
         self.row_tokens = row_tokens
+        self.share_prompt = share_prompt
         if self.algo.kl_coef > 0 and ref_policy is None:
             raise ValueError("algorithm.kl_coef > 0 needs a reference policy")
         if ref_policy is not None:
@@ -257,29 +163,35 @@ class TrainController:
         live = [i for i in indices if samples[i].response_ids]
         if not live:
             return []
-        sub = [samples[i] for i in live]
-        lengths = [len(s.prompt_ids) + len(s.response_ids) for s in sub]
+        kind = mask_kind(model)
+        row_tokens = self._row_tokens(model, [samples[i] for i in live])
+        units = make_units(samples, live, self.share_prompt and kind != "none", row_tokens)
+        lengths = [u.length for u in units]
         budget = self.cfg.optimizer.micro_batch_tokens
-        plans = plan_micro_batches(lengths, budget, self._row_tokens(model, sub))
-        pad_id = self._pad_id(model)
+        dtype = next(model.parameters()).dtype
         batches = []
-        for rows in plans:
-            if len(rows) == 1 and sum(lengths[i] for i in rows[0]) > budget:
-                log.warning("a sequence of %d tokens exceeds micro_batch_tokens=%d: it is run alone", sum(lengths[i] for i in rows[0]), budget)
-            mb = build_micro_batch(sub, rows, pad_id, self.device)
-            mb.order = [live[i] for i in mb.order]
-            batches.append(mb)
+        for rows in plan_micro_batches(lengths, budget, row_tokens):
+            if len(rows) == 1 and lengths[rows[0][0]] > budget:
+                log.warning("a sequence of %d tokens exceeds micro_batch_tokens=%d: it runs alone", lengths[rows[0][0]], budget)
+            batches.append(build_micro_batch(samples, [[units[u] for u in row] for row in rows], self._pad_id(model), kind, self.device, dtype))
         return batches
 
     def _forward(self, model: nn.Module, mb: MicroBatch, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Flat logprobs (float32) of the micro-batch's response tokens, and their entropies."""
-        out = model(input_ids=mb.input_ids, position_ids=mb.position_ids, use_cache=False, logits_to_keep=mb.keep)
-        logits = out.logits.float() / self.temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, mb.targets[:, None]).squeeze(-1)
+        out = model(
+            input_ids=mb.input_ids,
+            position_ids=mb.position_ids,
+            attention_mask=mb.attention_mask,
+            use_cache=False,
+            logits_to_keep=mb.keep,
+        )
+        logp_all = torch.log_softmax(out.logits.float() / self.temperature, dim=-1)
+        logp = logp_all[mb.gather, mb.targets]
         entropy = None
         if with_entropy:
             with torch.no_grad():
-                entropy = algorithms.entropy_from_logits(logits.detach())
+                probs = logp_all.detach().exp()
+                entropy = -(probs * logp_all.detach()).sum(-1)[mb.gather]
         return logp, entropy
 
     @staticmethod
