@@ -527,3 +527,32 @@ def test_importing_the_judgers_imports_neither_torch_nor_ray():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def _judge_from_a_thread_of_a_daemon_process(results):
+    """Runs in a daemonic process (as in some worker pools): it may not start worker processes."""
+    outcomes = {}
+
+    def in_thread():
+        outcomes["right"] = judge_one(MathVerifySpec(), "\\boxed{\\frac{1}{2}}", "0.5")
+        outcomes["slow"] = judge_one(MathVerifySpec(timeout_s=0.5), SLOW_RESPONSE, SLOW_LABEL)
+
+    thread = threading.Thread(target=in_thread)
+    started = time.monotonic()
+    thread.start()
+    thread.join()
+    results.put([(o.score, o.status.value, o.error) for o in (outcomes["right"], outcomes["slow"])] + [time.monotonic() - started])
+
+
+def test_math_verify_from_a_thread_where_no_worker_process_can_start():
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_judge_from_a_thread_of_a_daemon_process, args=(results,), daemon=True)
+    process.start()
+    right, slow, seconds = results.get(timeout=120)
+    process.join(30)
+    assert right == (1.0, "completed", None)
+    assert slow == (0.0, "failed", "math_verify judger: timed out after 0.5 s comparing the response with the label")
+    assert seconds < 4  # the slow comparison (several seconds) was not waited for

@@ -51,6 +51,10 @@ def call_with_deadline(fn: Callable[..., Any], seconds: float, *args: Any) -> An
         signal.signal(signal.SIGALRM, previous)
 
 
+class IsolationUnavailable(RuntimeError):
+    """Worker processes cannot be started here (e.g. inside a daemonic process)."""
+
+
 class WorkerRestarted(RuntimeError):
     """The isolated worker pool was terminated while this call was in flight."""
 
@@ -64,12 +68,19 @@ class _Isolated:
         self._pool = None
         self._in_flight: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = {}
         self._next_id = 0
+        self.unavailable: str | None = None  # why worker processes cannot start here, once known
 
     def _get_pool(self):
         with self._lock:
+            if self.unavailable:
+                raise IsolationUnavailable(self.unavailable)
             if self._pool is None:
                 context = multiprocessing.get_context("spawn")
-                self._pool = context.Pool(processes=self.processes)
+                try:
+                    self._pool = context.Pool(processes=self.processes)
+                except (AssertionError, OSError) as exc:  # "daemonic processes are not allowed to have children"
+                    self.unavailable = f"{type(exc).__name__}: {exc}"
+                    raise IsolationUnavailable(self.unavailable) from exc
                 logger.info("started %d isolated judge worker process(es)", self.processes)
             return self._pool
 
@@ -194,12 +205,45 @@ async def run_with_deadline(
     process. Raises DeadlineExceeded when time is up.
     """
     if isolate or (isolate is None and not signals_available()):
-        return await run_isolated(fn, args, seconds, warmup=warmup)
+        try:
+            return await run_isolated(fn, args, seconds, warmup=warmup)
+        except IsolationUnavailable as exc:
+            return await _in_thread(fn, args, seconds, warmup, reason=str(exc))
     if isolate is False and not signals_available():
         raise RuntimeError("isolate=False needs the main thread")
     if warmup is not None:
         warmup()
     return call_with_deadline(fn, seconds, *args)
+
+
+_warned_about_threads = False
+
+
+async def _in_thread(fn: Callable[..., Any], args: tuple, seconds: float, warmup: Callable[[], Any] | None, reason: str) -> Any:
+    """Last resort where no worker process can start: a thread and a timeout on the wait. The
+    caller gets DeadlineExceeded on time, but a runaway computation keeps its thread busy."""
+    global _warned_about_threads
+    if not _warned_about_threads:
+        _warned_about_threads = True
+        logger.warning("no worker processes here (%s): deadlines only stop the wait, not the computation", reason)
+    if warmup is not None:
+        warmup()  # before the clock starts (imports); holds the loop once, briefly
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def work():
+        try:
+            _settle(loop, future, result=fn(*args))
+        except BaseException as exc:  # handed to the waiting coroutine
+            _settle(loop, future, exception=exc)
+
+    # A daemon thread of its own, not the loop's executor: asyncio.run waits for its executor's
+    # threads at exit, which would make a runaway computation block the caller after all.
+    threading.Thread(target=work, name="judge-deadline", daemon=True).start()
+    try:
+        return await asyncio.wait_for(future, seconds)
+    except asyncio.TimeoutError:
+        raise DeadlineExceeded(f"took longer than {seconds:g} s") from None
 
 
 def terminate_isolated_workers() -> None:
