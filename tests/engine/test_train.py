@@ -144,13 +144,13 @@ def test_entropy_of_the_packed_forward_is_returned_per_token():
         assert (ent > 0).all() and (ent <= math.log(VOCAB) + 1e-5).all()
 
 
-def grads_after_step(cfg, samples, micro_batch_tokens, recompute_old=False, ref=True):
+def grads_after_step(cfg, samples, micro_batch_tokens, old_logprobs="auto", ref=True):
     model = small_llama(seed=1)
     ref_model = small_llama(seed=2) if ref else None
     cfg = cfg.model_copy(deep=True)
     cfg.optimizer.micro_batch_tokens = micro_batch_tokens
+    cfg.algorithm.old_logprobs = old_logprobs
     controller = TrainController(model, ref_model, cfg, "cpu", row_tokens=16)
-    controller.recompute_old_logprobs = recompute_old
     metrics = controller.train_step(copy.deepcopy(samples), policy_version=0)
     # grad_clip is 0, so the gradients left after the step are the raw accumulated ones.
     return {n: p.grad.clone() for n, p in model.named_parameters()}, metrics, controller
@@ -170,15 +170,38 @@ def test_micro_batched_gradient_equals_the_full_batch_gradient(loss_agg):
     assert full_metrics["kl"] == pytest.approx(split_metrics["kl"], abs=1e-6)
 
 
-def test_skipping_the_old_logprob_forward_changes_nothing_for_one_update():
+def with_exact_rollout_logprobs(samples):
+    """Samples whose rollout logprobs are what the (seed-1) policy gives before any update."""
+    model = small_llama(seed=1)
+    controller = TrainController(model, None, run_config(), "cpu")
+    for s, lp in zip(samples, controller.compute_logprobs(model, samples)):
+        s.logprobs = lp.tolist()
+    return samples
+
+
+@pytest.mark.parametrize("old_logprobs", ["recompute", "rollout"])
+def test_old_logprobs_sources_agree_for_one_on_policy_update(old_logprobs):
+    # 'auto' skips the extra forward (the training forward gives the old logprobs exactly); an
+    # extra forward, or exact rollout logprobs, must give the same step.
     cfg = run_config(algorithm={"kl_coef": 0.0})
-    samples = make_samples()
-    fast, fast_metrics, _ = grads_after_step(cfg, samples, 10_000, recompute_old=False, ref=False)
-    slow, slow_metrics, _ = grads_after_step(cfg, samples, 10_000, recompute_old=True, ref=False)
+    samples = with_exact_rollout_logprobs(make_samples())
+    fast, fast_metrics, _ = grads_after_step(cfg, samples, 10_000, "auto", ref=False)
+    other, other_metrics, _ = grads_after_step(cfg, samples, 10_000, old_logprobs, ref=False)
     for name in fast:
-        assert torch.allclose(fast[name], slow[name], atol=1e-6, rtol=1e-5), name
-    assert fast_metrics["loss/policy"] == pytest.approx(slow_metrics["loss/policy"], abs=1e-6)
-    assert fast_metrics["clip_frac"] == slow_metrics["clip_frac"] == 0.0
+        assert torch.allclose(fast[name], other[name], atol=1e-6, rtol=1e-5), name
+    assert fast_metrics["loss/policy"] == pytest.approx(other_metrics["loss/policy"], abs=1e-6)
+    assert fast_metrics["clip_frac"] == other_metrics["clip_frac"] == 0.0
+    assert fast_metrics["logprob_diff/max"] <= 1e-5
+
+
+def test_stale_rollout_logprobs_make_the_ratio_leave_one():
+    # Behaviour logprobs far from the current policy: the clipped ratio must show it.
+    samples = with_exact_rollout_logprobs(make_samples())
+    for s in samples:
+        s.logprobs = [lp - 0.5 for lp in s.logprobs]  # the sampler liked these tokens less: ratio e^0.5
+    _, metrics, _ = grads_after_step(run_config(), samples, 10_000, "rollout", ref=False)
+    assert metrics["clip_frac"] > 0.2
+    assert metrics["logprob_diff/mean"] == pytest.approx(0.5, abs=1e-5)
 
 
 def test_tool_tokens_masked_out_contribute_no_gradient():

@@ -92,6 +92,14 @@ class AlgorithmConfig(Strict):
     filter_zero_variance: bool = Field(False, description="Dynamic sampling: drop groups whose rewards are all equal.")
     ppo_epochs: int = Field(1, ge=1, le=16, description="Passes over each batch.")
     mini_batches: int = Field(1, ge=1, le=256, description="Optimizer steps per pass (the batch is split into this many).")
+    old_logprobs: Literal["auto", "recompute", "rollout"] = Field(
+        "auto",
+        description=(
+            "Where the PPO ratio's old logprobs come from. 'auto': recompute them with the current policy, "
+            "except with one optimizer step per batch, where the training forward itself gives them exactly; "
+            "'recompute': always an extra forward; 'rollout': the sampling logprobs (behaviour policy, for off-policy correction)."
+        ),
+    )
 
 
 class ProduceConfig(Strict):

@@ -77,15 +77,16 @@ class _LrLambda:
 
 @dataclass
 class _StepStats:
-    policy_loss: float = 0.0
-    kl: float = 0.0
-    grad_norms: list[float] = field(default_factory=list)
-    clipped: float = 0.0
-    dual_clipped: float = 0.0
+    sums: dict[str, torch.Tensor] = field(default_factory=dict)
+    grad_norms: list[torch.Tensor] = field(default_factory=list)
     token_weight: float = 0.0  # trained tokens seen over all optimizer steps
-    entropy_sum: float = 0.0
     entropy_tokens: float = 0.0
+    diff_tokens: float = 0.0
+    diff_max: float = 0.0
     updates: int = 0
+
+    def add(self, name: str, value: torch.Tensor) -> None:
+        self.sums[name] = self.sums[name] + value if name in self.sums else value
 
 
 class TrainController:
@@ -120,7 +121,6 @@ class TrainController:
         self._deterministic = not any(isinstance(m, nn.Dropout) and m.p > 0 for m in policy.modules()) and not (
             getattr(getattr(policy, "config", None), "attention_dropout", 0.0) or 0.0
         )
-        self.recompute_old_logprobs = False  # force the extra forward even when one update makes it redundant
 
         opt = run_cfg.optimizer
         decay, no_decay = [], []
@@ -242,15 +242,25 @@ class TrainController:
                 masks.append(torch.ones(len(s.response_ids), dtype=torch.float32))
         return masks
 
+    def _old_logprobs(self, samples: list[Sample]) -> list[torch.Tensor] | None:
+        """The PPO ratio's denominators; None means "the training forward's own, detached"."""
+        algo = self.algo
+        if algo.old_logprobs == "rollout":
+            if all(len(s.logprobs) == len(s.response_ids) for s in samples):
+                return [torch.tensor(s.logprobs, dtype=torch.float32) for s in samples]
+            log.warning("old_logprobs 'rollout': some samples carry no rollout logprobs; recomputing them all")
+        elif algo.old_logprobs == "auto" and algo.ppo_epochs == 1 and algo.mini_batches == 1 and self._deterministic:
+            # One optimizer step: the weights the training forward runs with are the old policy.
+            return None
+        return self.compute_logprobs(self.policy, samples)
+
     def train_step(self, samples: list[Sample], policy_version: int) -> dict[str, float]:
         """One RL step on samples whose `advantage` is set. Returns the step's training metrics."""
         algo = self.algo
         for s in samples:
             s.staleness = max(0, policy_version - s.policy_version)
         masks = self._masks(samples)
-        one_update = algo.ppo_epochs == 1 and algo.mini_batches == 1
-        reuse_forward = one_update and self._deterministic and not self.recompute_old_logprobs
-        old = None if reuse_forward else self.compute_logprobs(self.policy, samples)
+        old = self._old_logprobs(samples)
         ref = self.compute_logprobs(self.ref_policy, samples) if algo.kl_coef > 0 else None
         lr = self.optimizer.param_groups[0]["lr"]
 
@@ -263,23 +273,32 @@ class TrainController:
         self.scheduler.step()
         self.steps += 1
 
-        trained_tokens = sum(float(m.sum()) for m in masks if m.numel())
         per_update = max(1, stats.updates)
+        tokens = stats.token_weight or 1.0
+
+        def total(name: str) -> float:
+            value = stats.sums.get(name)
+            return float(value) if value is not None else 0.0
+
         metrics = {
-            "loss/policy": stats.policy_loss / per_update,
-            "entropy": stats.entropy_sum / stats.entropy_tokens if stats.entropy_tokens else 0.0,
-            "clip_frac": stats.clipped / stats.token_weight if stats.token_weight else 0.0,
-            "dual_clip_frac": stats.dual_clipped / stats.token_weight if stats.token_weight else 0.0,
-            "grad_norm": sum(stats.grad_norms) / len(stats.grad_norms) if stats.grad_norms else 0.0,
+            "loss/policy": total("policy_loss") / per_update,
+            "entropy": total("entropy") / stats.entropy_tokens if stats.entropy_tokens else 0.0,
+            "clip_frac": total("clipped") / tokens,
+            "dual_clip_frac": total("dual_clipped") / tokens,
+            "grad_norm": float(torch.stack(stats.grad_norms).mean()) if stats.grad_norms else 0.0,
             "lr": lr,
-            "train/tokens": trained_tokens,
+            "train/tokens": float(sum(float(m.sum()) for m in masks)),
             "train/optimizer_steps": float(stats.updates),
             "staleness/mean": sum(s.staleness for s in samples) / len(samples) if samples else 0.0,
             "staleness/max": float(max((s.staleness for s in samples), default=0)),
         }
+        if stats.diff_tokens:
+            # How far the trainer's logprobs are from the sampler's (0 up to float noise when on-policy).
+            metrics["logprob_diff/mean"] = total("diff") / stats.diff_tokens
+            metrics["logprob_diff/max"] = float(stats.diff_max)
         if algo.kl_coef > 0:
-            metrics["kl"] = stats.kl / per_update
-            metrics["loss/kl"] = algo.kl_coef * stats.kl / per_update
+            metrics["kl"] = total("kl") / per_update
+            metrics["loss/kl"] = algo.kl_coef * metrics["kl"]
         return metrics
 
     def _update(self, samples, indices, masks, old, ref, stats: _StepStats, first_epoch: bool) -> None:
@@ -293,32 +312,45 @@ class TrainController:
             dev = logp.device
             w = torch.cat([weight_of[i] for i in mb.order]).to(dev)
             m = torch.cat([masks[i] for i in mb.order]).to(dev)
+            live = m > 0
             adv = torch.cat([torch.full((n,), samples[i].advantage) for i, n in zip(mb.order, mb.lengths)]).to(dev)
             logp_old = logp.detach() if old is None else torch.cat([old[i] for i in mb.order]).to(dev)
             pg, clipped, dual = algorithms.policy_loss(
                 logp, logp_old, adv, algo.clip_eps_low, algo.clip_eps_high, algo.dual_clip_c
             )
             # where(): a masked (tool) token must contribute nothing, not even a NaN times 0.
-            pg_loss = torch.where(m > 0, pg * w, 0.0).sum()
+            pg_loss = torch.where(live, pg * w, 0.0).sum()
             loss = pg_loss
             if ref is not None:
                 logp_ref = torch.cat([ref[i] for i in mb.order]).to(dev)
-                kl = torch.where(m > 0, algorithms.kl_penalty(logp, logp_ref, algo.kl_estimator) * w, 0.0).sum()
+                kl = torch.where(live, algorithms.kl_penalty(logp, logp_ref, algo.kl_estimator) * w, 0.0).sum()
                 loss = loss + algo.kl_coef * kl
-                stats.kl += float(kl.detach())
+                stats.add("kl", kl.detach())
             loss.backward()
-            stats.policy_loss += float(pg_loss.detach())
-            stats.clipped += float((clipped.float() * m).sum())
-            stats.dual_clipped += float((dual.float() * m).sum())
+            # Metrics stay tensors until the end of the step: no device sync per micro-batch.
+            stats.add("policy_loss", pg_loss.detach())
+            stats.add("clipped", (clipped & live).sum())
+            stats.add("dual_clipped", (dual & live).sum())
             stats.token_weight += float(m.sum())
             if entropy is not None:
-                stats.entropy_sum += float((entropy * m).sum())
+                stats.add("entropy", torch.where(live, entropy, 0.0).sum())
                 stats.entropy_tokens += float(m.sum())
+                self._logprob_diff(samples, mb, logp.detach(), live, stats)
         clip = self.cfg.optimizer.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self.params, clip if clip > 0 else float("inf"), foreach=True)
-        stats.grad_norms.append(float(norm))
+        stats.grad_norms.append(norm.detach())
         self.optimizer.step()
         stats.updates += 1
+
+    @staticmethod
+    def _logprob_diff(samples, mb: MicroBatch, logp: torch.Tensor, live: torch.Tensor, stats: _StepStats) -> None:
+        if not all(len(samples[i].logprobs) == n for i, n in zip(mb.order, mb.lengths)):
+            return
+        rollout = torch.tensor([lp for i in mb.order for lp in samples[i].logprobs], dtype=torch.float32).to(logp.device)
+        diff = torch.where(live, (logp - rollout).abs(), 0.0)
+        stats.add("diff", diff.sum())
+        stats.diff_tokens += float(live.sum())
+        stats.diff_max = max(stats.diff_max, float(diff.max())) if diff.numel() else stats.diff_max
 
     # --- resume -------------------------------------------------------------------------------
 
