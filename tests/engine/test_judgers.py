@@ -22,7 +22,6 @@ from workers.rl.judgers.spec import (
     MathVerifySpec,
     NumericMatchSpec,
     RegexMatchSpec,
-    RouterSpec,
     parse_judger_spec,
 )
 from workers.rl.sample import Sample, SampleStatus

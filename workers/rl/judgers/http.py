@@ -49,6 +49,9 @@ class _Retryable(Exception):
 
 
 class HttpJudger(Judger):
+    """The remote service's score. One judger serves one event loop at a time (a new loop, as
+    in successive judge_one calls, gets a fresh client; the old one is closed)."""
+
     kind = "http"
     spec: HttpSpec
 
