@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import shutil
 import traceback
 from pathlib import Path
 
@@ -105,6 +106,11 @@ def execute(run_id: int, attempt: int | None = None, train=None) -> str | None:
     if run is None:
         return None
     out_dir = run_dir(run.pk)
+    if run.attempts == 1 and out_dir.exists():
+        # A first attempt has nothing to resume: files here belong to an earlier database (run
+        # ids start over when a database is recreated) and must not be resumed from.
+        log.warning("run %s: removing the stale directory %s before its first attempt", run.pk, out_dir)
+        shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     reporter = DBReporter(run.pk, run.attempts, out_dir)
     handler = _EngineLogToReporter(reporter)
