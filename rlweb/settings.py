@@ -37,6 +37,8 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 # Models load only from under these directories (or the builtin tiny model).
 MODEL_ROOTS = env_paths("MODEL_ROOTS", [DATA_DIR / "models"])
+# Server-side dataset directories (Hugging Face save_to_disk) may be imported only from under these.
+DATASET_ROOTS = env_paths("DATASET_ROOTS", [DATA_DIR / "datasets"])
 RAY_ADDRESS = env_str("RAY_ADDRESS", "")
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 2 * 1024**3)
 
