@@ -122,3 +122,18 @@ class KeysetCursorPagination(BasePagination):
     def get_schema_operation_parameters(self, view):
         return openapi_query_parameters(CursorParams, view)
 
+
+
+def cursor_page_serializer(item_serializer):
+    """The documented body of a KeysetCursorPagination page of `item_serializer` items."""
+    from rest_framework import serializers as s
+
+    return type(
+        f"{item_serializer.__name__.removesuffix('Serializer')}CursorPageSerializer",
+        (s.Serializer,),
+        {
+            "next": s.URLField(allow_null=True, help_text="The next page; null at the end."),
+            "cursor": s.CharField(help_text="Pass back as `cursor` for the rows after this page (also rows written later)."),
+            "results": item_serializer(many=True),
+        },
+    )

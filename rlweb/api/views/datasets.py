@@ -27,7 +27,7 @@ class RowFilters(serializers.Serializer):
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     serializer_class = DatasetSerializer
     pagination_class = PagePagination
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
 
     def get_queryset(self):
         datasets = Dataset.objects.visible_to(self.request.user).select_related("owner")

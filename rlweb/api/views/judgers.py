@@ -16,7 +16,7 @@ from .base import ApiViewSet
 class JudgerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     serializer_class = JudgerSerializer
     pagination_class = PagePagination
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
 
     def get_queryset(self):
         return JudgerConfig.objects.visible_to(self.request.user).select_related("owner")

@@ -19,7 +19,7 @@ from rlweb.runs.models import Checkpoint, MetricPoint, RunLog, Trajectory
 
 from .. import files
 from ..errors import Gone
-from ..pagination import KeysetCursorPagination
+from ..pagination import CursorParams, KeysetCursorPagination, cursor_page_serializer
 from ..params import parse_query
 from ..schema import ErrorSerializer
 from ..renderers import NDJSONRenderer, OctetStreamRenderer, TarRenderer
@@ -32,7 +32,7 @@ from ..serializers.runs import (
     SampleWithTextSerializer,
 )
 
-FLAG_CHOICES = ["", "any", *SampleFlag.Kind.values]
+FLAG_CHOICES = ["any", *SampleFlag.Kind.values]
 from .base import GenericApiView, RunChildMixin
 
 RUN_ID = OpenApiParameter("run_id", int, OpenApiParameter.PATH, description="The run's id.")
@@ -131,7 +131,10 @@ class MetricPointsView(RunChildMixin, GenericApiView):
             points = points.filter(step__lte=filters["step_max"])
         return points.only("id", "step", "name", "value", "wall_time")
 
-    @extend_schema(tags=["metrics"], summary="Metric points, full resolution, cursor-paginated", parameters=[RUN_ID, PointFilters])
+    @extend_schema(
+        tags=["metrics"], summary="Metric points, full resolution, cursor-paginated", parameters=[RUN_ID, PointFilters, CursorParams],
+        responses=cursor_page_serializer(MetricPointSerializer),
+    )
     def get(self, request, run_id):
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -153,9 +156,10 @@ def _sample_filters(request):
 
 class SampleFilterParams(serializers.Serializer):
     """Documents the filters of the sample browser (rlweb.review.forms.SampleFilterForm), which
-    parses them; reward components filter as cmin.<name>=x and cmax.<name>=y."""
+    parses them; reward components filter as cmin.<name>=x and cmax.<name>=y. Unlike the
+    browser's form, an empty value is an error: leave the parameter out instead."""
 
-    split = serializers.ChoiceField(choices=["", "train", "eval"], required=False)
+    split = serializers.ChoiceField(choices=["train", "eval"], required=False)
     step_min = serializers.IntegerField(required=False, min_value=-(2**31), max_value=2**31 - 1)
     step_max = serializers.IntegerField(required=False, min_value=-(2**31), max_value=2**31 - 1)
     reward_min = serializers.FloatField(required=False, min_value=-1e300, max_value=1e300)
@@ -165,7 +169,7 @@ class SampleFilterParams(serializers.Serializer):
     data_source = serializers.ListField(child=serializers.CharField(max_length=100), required=False, help_text="Repeatable.")
     staleness_min = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
     staleness_max = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
-    zero_variance = serializers.ChoiceField(choices=["", "yes", "no"], required=False, help_text="Samples of zero-variance groups.")
+    zero_variance = serializers.ChoiceField(choices=["yes", "no"], required=False, help_text="Samples of zero-variance groups.")
     len_min = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1, help_text="Response length (tokens) at least.")
     len_max = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
     q = serializers.CharField(required=False, max_length=200, help_text='Search prompt and response: words, "a phrase", -not.')
@@ -231,8 +235,8 @@ class SampleDetailView(RunChildMixin, GenericApiView):
     @extend_schema(tags=["samples"], summary="One sample with its text and tokens", parameters=[RUN_ID], operation_id="runs_sample_detail")
     def get(self, request, run_id, sample_id):
         try:
-            sample = Trajectory.objects.get(run=self.get_run(), pk=sample_id)
-        except Trajectory.DoesNotExist:
+            sample = Trajectory.objects.get(run=self.get_run(), pk=int(sample_id))
+        except (Trajectory.DoesNotExist, ValueError):
             raise exceptions.NotFound() from None
         return Response(self.get_serializer(sample).data)
 
@@ -270,7 +274,10 @@ class RunLogView(RunChildMixin, GenericApiView):
     serializer_class = RunLogSerializer
     pagination_class = KeysetCursorPagination
 
-    @extend_schema(tags=["runs"], summary="The run's log lines, cursor-paginated", parameters=[RUN_ID])
+    @extend_schema(
+        tags=["runs"], summary="The run's log lines, cursor-paginated", parameters=[RUN_ID, CursorParams],
+        responses=cursor_page_serializer(RunLogSerializer),
+    )
     def get(self, request, run_id):
         page = self.paginate_queryset(RunLog.objects.filter(run=self.get_run()))
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -306,8 +313,8 @@ class CheckpointDownloadView(RunChildMixin, GenericApiView):
     def get(self, request, run_id, step):
         run = self.get_run()
         try:
-            checkpoint = Checkpoint.objects.get(run=run, step=step)
-        except Checkpoint.DoesNotExist:
+            checkpoint = Checkpoint.objects.get(run=run, step=int(step))
+        except (Checkpoint.DoesNotExist, ValueError, OverflowError):
             raise exceptions.NotFound() from None
         if checkpoint.deleted:
             raise Gone("This checkpoint was removed from disk by the keep-N policy.")

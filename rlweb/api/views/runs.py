@@ -5,7 +5,6 @@ the run page call: a run launched here is the same row a form launch makes."""
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
@@ -57,7 +56,7 @@ def _service_state_error(exc: Exception) -> Conflict:
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     pagination_class = PagePagination
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
 
     def get_queryset(self):
         if self.action == "list":
@@ -149,9 +148,15 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
 
     @extend_schema(
         tags=["runs"],
-        summary="The run's config as YAML",
-        description="Feed it to `python -m workers.rl train config.yaml`, or edit it and launch a new run.",
-        responses={(200, "application/yaml"): OpenApiResponse(OpenApiTypes.STR, description="The RunConfig as YAML.")},
+        summary="The run's config as YAML (or JSON)",
+        description=(
+            "YAML by default (Accept: application/yaml); JSON with Accept: application/json or ?format=json. "
+            "Feed the YAML to `python -m workers.rl train config.yaml`, or edit it and launch a new run."
+        ),
+        responses={
+            (200, "application/yaml"): OpenApiResponse(RunConfigBody, description="The RunConfig as YAML."),
+            (200, "application/json"): OpenApiResponse(RunConfigBody, description="The RunConfig as JSON."),
+        },
     )
     @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer, JSONRenderer])
     def config(self, request, pk=None):
@@ -161,10 +166,12 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
 
         run = self.get_object()
         try:
-            text = parse_config(run.config).to_yaml()
+            config = parse_config(run.config).model_dump(mode="json")
         except ConfigError:
             # A config stored by an older version of the schema: show it as it was stored.
-            text = yaml.safe_dump(run.config, sort_keys=False)
-        response = Response(text, content_type="application/yaml; charset=utf-8")
+            config = run.config
+        if not isinstance(request.accepted_renderer, YAMLRenderer):
+            return Response(config)
+        response = Response(yaml.safe_dump(config, sort_keys=False), content_type="application/yaml; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}.yaml"'
         return response
