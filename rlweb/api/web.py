@@ -1,0 +1,27 @@
+"""The profile page's API token buttons (plain pages: login required, CSRF-protected POSTs).
+
+The new key is shown once, right after it is issued: it travels to the profile page in the
+session and is removed from it when shown."""
+
+from django.contrib import messages
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from . import tokens
+
+NEW_KEY_SESSION = "api_new_token"
+
+
+@require_POST
+def token_issue(request):
+    token = tokens.issue_token(request.user)
+    request.session[NEW_KEY_SESSION] = token.key
+    messages.success(request, "New API token issued. Copy it now: it is shown only once. Any previous token stopped working.")
+    return redirect("accounts:profile")
+
+
+@require_POST
+def token_revoke(request):
+    if tokens.revoke_token(request.user):
+        messages.info(request, "API token revoked: scripts using it are refused from now on.")
+    return redirect("accounts:profile")
