@@ -100,7 +100,7 @@ def make_normalizer(columns: Columns | None = None):
         prompt = pop(prompt_key, missing)
         messages = pop(messages_key, missing)
         if type(prompt) is str:
-            if messages is not missing:
+            if messages is not missing and messages is not None:
                 raise RowError(messages_key, f"the row has both '{prompt_key}' and '{messages_key}'; keep one", "ambiguous")
             if not prompt.strip():
                 raise RowError(prompt_key, "the prompt is empty", "missing_prompt")
@@ -113,7 +113,7 @@ def make_normalizer(columns: Columns | None = None):
                 raise RowError(messages_key, f"'{messages_key}' {problem}", "bad_messages")
             prompt = ""
         elif type(prompt) is list:  # verl-style: the prompt is the chat
-            if messages is not missing:
+            if messages is not missing and messages is not None:
                 raise RowError(messages_key, f"the row has both '{prompt_key}' and '{messages_key}'; keep one", "ambiguous")
             problem = check_messages(prompt)
             if problem:
