@@ -219,7 +219,7 @@
     const single = metrics.length === 1;
     if (chart.spec.band) traces = traces.concat(bandTraces(chart, COLORS[0]));
     metrics.forEach((m, i) => {
-      const label = single && !state.overlays.length ? m : `#${state.run} ${m}`;
+      const label = state.overlays.length ? `#${state.run} ${m}` : m;
       traces = traces.concat(lineTraces(chart.series[m], m, COLORS[i % COLORS.length], label, true));
     });
     state.overlays.forEach((o, k) => {
@@ -233,11 +233,12 @@
   }
 
   function layoutFor(chart) {
+    const legend = chart.metrics.size > 1 || state.overlays.length > 0;
     return {
-      margin: { l: 48, r: 12, t: 8, b: 36 },
+      margin: { l: 48, r: 12, t: legend ? 28 : 8, b: 36 },
       height: 260,
-      showlegend: chart.metrics.size > 1 || state.overlays.length > 0,
-      legend: { orientation: "h", y: -0.25, font: { size: 11 } },
+      showlegend: legend,
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", font: { size: 11 } },
       xaxis: { title: { text: state.xaxis === "step" ? "step" : "wall time" }, type: state.xaxis === "step" ? "linear" : "date", zeroline: false },
       yaxis: { type: state.log ? "log" : "linear", zeroline: false, automargin: true },
       // Keeps the user's zoom across redraws; changes when the axis kind changes.

@@ -81,3 +81,64 @@ async def test_bob_cannot_stream_alices_run(alice, bob):
     ws = communicator(run.pk, await _db(session_cookie_for, bob))
     connected, code = await ws.connect()
     assert not connected and code == 4404
+
+
+# --- the worker's reporter through the stream (issue 5) -------------------------------------
+
+
+async def _reporter(run, tmp_path):
+    from workers.reporting import DBReporter
+
+    return await _db(lambda: DBReporter(run.pk, 1, tmp_path))
+
+
+async def _collect_steps(ws, want: int, timeout=10.0) -> tuple[list, dict]:
+    """Receive 'changes' until `want` metric points arrived; returns (points, last cursor)."""
+    import asyncio
+
+    got, cursor = [], None
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len(got) < want:
+        msg = await ws.receive_json_from(timeout=max(0.1, deadline - asyncio.get_running_loop().time()))
+        got.extend(msg["metrics"])
+        cursor = msg["cursor"]
+    return got, cursor
+
+
+async def test_points_written_by_the_reporter_reach_the_page_by_notification(alice, settings, tmp_path):
+    settings.LIVE_POLL_SECONDS = 3600  # no polling: only the worker's notification can push
+    run = await _db(Run.objects.create, owner=alice, name="r", config={}, status="running", attempts=1)
+    ws = communicator(run.pk, await _db(session_cookie_for, alice))
+    assert (await ws.connect())[0]
+    await ws.send_json_to({"type": "subscribe", "cursor": {}, "samples": False})
+    await ws.receive_json_from(timeout=5)  # the initial state
+    reporter = await _reporter(run, tmp_path)
+    reporter.log_step(1, {"reward/mean": 0.25}, [])
+    got, _ = await _collect_steps(ws, 1)
+    assert [p[:3] for p in got] == [[1, "reward/mean", 0.25]]
+    await _db(reporter.close)
+    await ws.disconnect()
+
+
+async def test_a_page_that_reconnects_mid_run_gets_every_point_once(alice, tmp_path):
+    run = await _db(Run.objects.create, owner=alice, name="r", config={}, status="running", attempts=1)
+    cookie = await _db(session_cookie_for, alice)
+    reporter = await _reporter(run, tmp_path)
+    ws = communicator(run.pk, cookie)
+    await ws.connect()
+    await ws.send_json_to({"type": "subscribe", "cursor": {}, "samples": False})
+    for step in range(1, 11):
+        reporter.log_step(step, {"kl": step / 10}, [])
+    first, cursor = await _collect_steps(ws, 10)
+    await ws.disconnect()  # the page loses its socket...
+    for step in range(11, 21):  # ...while the run goes on
+        reporter.log_step(step, {"kl": step / 10}, [])
+    await _db(reporter.flush)
+    ws = communicator(run.pk, cookie)
+    await ws.connect()
+    await ws.send_json_to({"type": "subscribe", "cursor": cursor, "samples": False})
+    second, _ = await _collect_steps(ws, 10)
+    await _db(reporter.close)
+    await ws.disconnect()
+    steps = [p[0] for p in first + second]
+    assert steps == list(range(1, 21))  # all of them, each once, in order
