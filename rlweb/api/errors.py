@@ -80,10 +80,11 @@ def _config_error_fields(errors, prefix: str = "") -> dict[str, list[str]]:
 def _import_error_fields(errors) -> dict[str, list[str]]:
     # ImportFailed.errors: [{line, field, message}]: "line 7.answer" points at the file row.
     fields: dict[str, list[str]] = {}
+    # Line 0 is the file as a whole (or a request value such as "name"): keyed by the field.
     for err in errors:
-        line, field = err.get("line"), err.get("field")
-        parts = [f"line {line}" if line is not None else "file"] + ([str(field)] if field else [])
-        fields.setdefault(".".join(parts), []).append(str(err.get("message", "")))
+        line, field = err.get("line") or 0, err.get("field") or ""
+        key = f"line {line}" + (f".{field}" if field else "") if line else (field or "file")
+        fields.setdefault(key, []).append(str(err.get("message", "")))
     return fields
 
 

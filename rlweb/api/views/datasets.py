@@ -3,16 +3,29 @@ Imports go through rlweb.datasets.services, the functions behind the dataset pag
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, serializers
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
 
+from rlweb.datasets.importers import FORMATS
+from rlweb.datasets.ingest import DUPLICATE_POLICIES
 from rlweb.datasets.models import Dataset, DatasetRow
 
+from ..errors import Conflict
 from ..pagination import PagePagination
+from ..schema import ErrorSerializer
+from ..throttling import HeavyActionThrottle, UserThrottle
 from ..params import parse_query
 from ..serializers.datasets import DatasetRowSerializer, DatasetSerializer
 from .base import ApiViewSet
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The upload is too large."
+    default_code = "too_large"
 
 
 class DatasetFilters(serializers.Serializer):
@@ -24,10 +37,148 @@ class RowFilters(serializers.Serializer):
     split = serializers.ChoiceField(choices=DatasetRow.Split.values, required=False)
 
 
+def _form_data(form_class, request) -> dict:
+    """The request's values over the form's initial values: a script sends only what it
+    changes, as a person leaves the page's prefilled fields alone."""
+    data = {name: field.initial for name, field in form_class.base_fields.items() if field.initial is not None}
+    for key in request.data:
+        value = request.data.getlist(key) if hasattr(request.data, "getlist") else [request.data[key]]
+        data[key] = value[-1]
+    return data
+
+
+def _valid_form(form):
+    """The page's own form validates; its errors become the API's 400 (`__all__` -> non-field)."""
+    if not form.is_valid():
+        errors = {("non_field_errors" if k == "__all__" else k): [e["message"] for e in v] for k, v in form.errors.get_json_data().items()}
+        raise exceptions.ValidationError(errors)
+    return form
+
+
+class ImportOptions(serializers.Serializer):
+    """The options of the dataset pages' import forms (rlweb.datasets.forms), which validate them."""
+
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True)
+    skip_bad_rows = serializers.BooleanField(required=False, default=False, help_text="Leave bad rows out (listed) instead of refusing the file.")
+    duplicates = serializers.ChoiceField(choices=list(DUPLICATE_POLICIES), required=False, default="report")
+    eval_fraction = serializers.FloatField(required=False, default=0.0, min_value=0.0, max_value=0.99, help_text="Share of rows in the eval split.")
+    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**31 - 1)
+    prompt_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    messages_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    answer_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    data_source_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+
+class UploadBody(ImportOptions):
+    file = serializers.FileField(help_text="JSONL, CSV/TSV or Parquet (at most UPLOAD_MAX_BYTES).")
+    format = serializers.ChoiceField(choices=[k for k in FORMATS if k != "hf_dir"], required=False, help_text="Detected from the file name if omitted.")
+
+
+class ServerDirBody(ImportOptions):
+    path = serializers.CharField(max_length=1000, help_text="A `save_to_disk` directory under DATASET_ROOTS on the server.")
+
+
+class ArithBody(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    n_train = serializers.IntegerField(min_value=1, max_value=200_000, required=False, default=2000)
+    n_eval = serializers.IntegerField(min_value=0, max_value=100_000, required=False, default=200)
+    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, default=0)
+
+
+class ImportParams(serializers.Serializer):
+    wait = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Import within the request and answer 201 with the ready dataset (or 400 with the file's errors). "
+        "Without it the import runs in the background: 202, then poll the dataset until its status is ready or failed.",
+    )
+
+
+IMPORTED = {
+    201: OpenApiResponse(DatasetSerializer, description="Imported (wait=true)."),
+    202: OpenApiResponse(DatasetSerializer, description="Queued: status 'importing'; poll the dataset."),
+}
+
+
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     serializer_class = DatasetSerializer
     pagination_class = PagePagination
     lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
+
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_throttles(self):
+        if self.action in ("create", "import_dir", "arith"):
+            return [UserThrottle(), HeavyActionThrottle()]
+        return super().get_throttles()
+
+    def initialize_request(self, request, *args, **kwargs):
+        # The page's size check, installed before anything reads the body (see datasets.uploads).
+        from rlweb.datasets.uploads import SizeLimitUploadHandler
+
+        request.upload_handlers.insert(0, SizeLimitUploadHandler(request))
+        return super().initialize_request(request, *args, **kwargs)
+
+    def _start(self, request, form, path_or_file, fmt):
+        from rlweb.datasets import services
+
+        params = parse_query(request, ImportParams)
+        start = services.import_dataset if params["wait"] else services.start_import
+        dataset = start(request.user, form.cleaned_data["name"], path_or_file, fmt, **form.options())
+        code = status.HTTP_201_CREATED if params["wait"] else status.HTTP_202_ACCEPTED
+        return Response(DatasetSerializer(dataset).data, status=code)
+
+    @extend_schema(
+        tags=["datasets"], summary="Import an uploaded JSONL, CSV or Parquet file as a new dataset",
+        parameters=[ImportParams], request={"multipart/form-data": UploadBody},
+        responses={**IMPORTED, 413: OpenApiResponse(ErrorSerializer, description="The file is over UPLOAD_MAX_BYTES.")},
+    )
+    def create(self, request):
+        from rlweb.datasets.forms import UploadForm
+
+        form = UploadForm(_form_data(UploadForm, request), request.FILES)
+        too_large = getattr(request._request, "upload_too_large", None)
+        if too_large:
+            raise PayloadTooLarge(f"{too_large} is larger than the upload limit (UPLOAD_MAX_BYTES).")
+        _valid_form(form)
+        return self._start(request, form, form.cleaned_data["file"], form.cleaned_data["format"] or None)
+
+    @extend_schema(
+        tags=["datasets"], summary="Import a Hugging Face `save_to_disk` directory on the server",
+        parameters=[ImportParams], request=ServerDirBody, responses=IMPORTED,
+    )
+    @action(detail=False, methods=["post"], url_path="import-dir")
+    def import_dir(self, request):
+        from rlweb.datasets import services
+        from rlweb.datasets.forms import HfDirForm
+
+        form = _valid_form(HfDirForm(_form_data(HfDirForm, request)))
+        path = services.check_server_path(form.cleaned_data["path"])
+        return self._start(request, form, path, "hf_dir")
+
+    @extend_schema(
+        tags=["datasets"], summary="Generate the builtin two-digit addition task as a dataset", request=ArithBody,
+        responses={201: DatasetSerializer},
+    )
+    @action(detail=False, methods=["post"])
+    def arith(self, request):
+        from rlweb.datasets import services
+        from rlweb.datasets.forms import ArithForm
+
+        data = _valid_form(ArithForm(_form_data(ArithForm, request))).cleaned_data
+        dataset = services.generate_arith_dataset(request.user, data["name"], data["n_train"], data["n_eval"], data["seed"])
+        return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        tags=["datasets"], summary="Delete a dataset and its rows",
+        responses={204: None, 409: OpenApiResponse(ErrorSerializer, description="Still importing.")},
+    )
+    def destroy(self, request, pk=None):
+        dataset = self.get_object()
+        if dataset.status == Dataset.Status.IMPORTING:
+            raise Conflict("The dataset is still importing; delete it when the import has ended.")
+        dataset.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     def get_queryset(self):
         datasets = Dataset.objects.visible_to(self.request.user).select_related("owner")
