@@ -7,14 +7,20 @@ project's numeric judger on the arith labels), learning rate 1e-4 constant, Adam
 token-mean loss (TRL's default 'dapo' loss is the same aggregation) and group-std advantages.
 
 A step is: generate 128 responses, judge them, compute advantages, one optimizer update.
-Seconds per step: the median over steps after the first (which pays one-off warm-up costs; the
-mean is printed too). TRL's step is timed from its `on_step_begin` to its `on_step_end` callback,
-which holds generation, rewards, advantages, forward/backward and the optimizer step but not its
-logging (this favours TRL slightly); ours is timed around the same work.
-Reward: the mean training reward of the last `--window` steps, and the held-out greedy accuracy
-of each trained model on the same 200 eval problems.
 
-    python bench/rl_step.py [--steps 30] [--threads 2]
+The two trainers run *interleaved*, step by step: TRL drives its own loop, and a callback runs
+our step k right after TRL's step k. A neighbour process that slows the machine down then slows
+both sides alike (on a shared 2-core machine this matters more than anything measured here).
+TRL's step is timed from its `on_step_begin` to its `on_step_end` callback (generation, rewards,
+advantages, forward/backward, optimizer step; not its logging, which favours TRL slightly); ours
+around the same work. Our side never touches torch's global RNG (its sampler draws from per-row
+generators), so TRL's run is the same as it would be alone.
+
+Seconds per step: the median over steps after the first (which pays one-off warm-up costs); the
+mean is printed too. Reward reached: the mean training reward of the last `--window` steps; the
+held-out greedy accuracy of both trained models on the same eval problems is printed as well.
+
+    python bench/rl_step.py [--steps 40] [--threads 2]
 
 The last line is JSON: {"bench": "rl_step", "ours_s", "trl_s", "ratio", "ours_reward", "trl_reward", ...}.
 """
@@ -63,43 +69,54 @@ def eval_accuracy(model, tokenizer) -> float:
 # --- ours ------------------------------------------------------------------------------------
 
 
-def run_ours(rows, steps: int) -> dict:
-    from workers.rl.algorithms import compute_advantages
-    from workers.rl.config import RunConfig
-    from workers.rl.rollout.base import GenerationRequest, SamplingParams
-    from workers.rl.rollout.hf_engine import HFEngine
-    from workers.rl.sample import Sample, SampleStatus
-    from workers.rl.train import TrainController
+class Ours:
+    """Our engine's pieces, one GRPO step per `step(k)`: HFEngine (KV cache, colocated weights),
+    the numeric judger, compute_advantages, TrainController (packed, prompt forwarded once per
+    group, old logprobs from the training forward since there is one update per batch)."""
 
-    model, tokenizer = load_tiny()
-    cfg = RunConfig.model_validate(
-        {
-            "rollout": {"prompts_per_step": PROMPTS_PER_STEP, "n": N, "max_new_tokens": MAX_NEW_TOKENS, "temperature": TEMPERATURE},
-            "optimizer": {"lr": LR, "grad_clip": 1.0, "weight_decay": 0.0},
-            "algorithm": {"advantage": "grpo", "clip_eps_low": 0.2, "clip_eps_high": 0.2, "kl_coef": 0.0},
-            "schedule": {"total_steps": steps},
-            "resources": {"use_ray": False, "device": "cpu"},
-        }
-    )
-    engine = HFEngine(model, tokenizer)
-    controller = TrainController(model, None, cfg, "cpu")
-    judger = make_judger()
-    params = SamplingParams(temperature=TEMPERATURE, top_p=1.0, max_new_tokens=MAX_NEW_TOKENS)
-    prompt_ids = {}
-    times, rewards, parts = [], [], []
-    for step in range(steps):
-        batch = rows[step * PROMPTS_PER_STEP : (step + 1) * PROMPTS_PER_STEP]
+    def __init__(self, rows, steps: int):
+        from workers.rl.config import RunConfig
+        from workers.rl.rollout.base import SamplingParams
+        from workers.rl.rollout.hf_engine import HFEngine
+        from workers.rl.train import TrainController
+
+        self.rows = rows
+        self.model, self.tokenizer = load_tiny()
+        self.cfg = RunConfig.model_validate(
+            {
+                "rollout": {"prompts_per_step": PROMPTS_PER_STEP, "n": N, "max_new_tokens": MAX_NEW_TOKENS, "temperature": TEMPERATURE},
+                "optimizer": {"lr": LR, "grad_clip": 1.0, "weight_decay": 0.0},
+                "algorithm": {"advantage": "grpo", "clip_eps_low": 0.2, "clip_eps_high": 0.2, "kl_coef": 0.0},
+                "schedule": {"total_steps": steps},
+                "resources": {"use_ray": False, "device": "cpu"},
+            }
+        )
+        self.engine = HFEngine(self.model, self.tokenizer)
+        self.controller = TrainController(self.model, None, self.cfg, "cpu")
+        self.judger = make_judger()
+        self.params = SamplingParams(temperature=TEMPERATURE, top_p=1.0, max_new_tokens=MAX_NEW_TOKENS)
+        self.prompt_ids: dict[str, list[int]] = {}
+        self.times: list[float] = []
+        self.parts: list[tuple[float, float, float]] = []
+        self.rewards: list[float] = []
+
+    def step(self, step: int) -> None:
+        from workers.rl.algorithms import compute_advantages
+        from workers.rl.rollout.base import GenerationRequest
+        from workers.rl.sample import Sample, SampleStatus
+
+        batch = self.rows[step * PROMPTS_PER_STEP : (step + 1) * PROMPTS_PER_STEP]
         started = time.perf_counter()
         requests, meta = [], []
         for p, row in enumerate(batch):
-            ids = prompt_ids.get(row["prompt"])
+            ids = self.prompt_ids.get(row["prompt"])
             if ids is None:
-                ids = prompt_ids[row["prompt"]] = tokenizer(row["prompt"]).input_ids
+                ids = self.prompt_ids[row["prompt"]] = self.tokenizer(row["prompt"]).input_ids
             for k in range(N):
-                requests.append(GenerationRequest(ids, max_new_tokens=MAX_NEW_TOKENS, seed=(step * 1_000_003 + p * N + k)))
+                requests.append(GenerationRequest(ids, max_new_tokens=MAX_NEW_TOKENS, seed=step * 1_000_003 + p * N + k))
                 meta.append((p, row))
-        outputs = engine.generate(requests, params)
-        t_gen = time.perf_counter()
+        outputs = self.engine.generate(requests, self.params)
+        generated = time.perf_counter()
         samples = [
             Sample(
                 uid=f"{step}-{i}",
@@ -109,7 +126,7 @@ def run_ours(rows, steps: int) -> dict:
                 label=row["answer"],
                 data_source=row["data_source"],
                 response_ids=out.token_ids,
-                response=tokenizer.decode(out.token_ids, skip_special_tokens=True),
+                response=self.tokenizer.decode(out.token_ids, skip_special_tokens=True),
                 logprobs=out.logprobs,
                 response_mask=[1] * len(out.token_ids),
                 finish_reason=out.finish_reason,
@@ -118,22 +135,25 @@ def run_ours(rows, steps: int) -> dict:
             )
             for i, ((p, row), req, out) in enumerate(zip(meta, requests, outputs))
         ]
-        asyncio.run(judger.judge_many(samples))
-        compute_advantages(samples, cfg.algorithm)
-        t_judge = time.perf_counter()
-        controller.train_step(samples, policy_version=step)
+        asyncio.run(self.judger.judge_many(samples))
+        compute_advantages(samples, self.cfg.algorithm)
+        judged = time.perf_counter()
+        self.controller.train_step(samples, policy_version=step)
         done = time.perf_counter()
-        times.append(done - started)
-        parts.append((t_gen - started, t_judge - t_gen, done - t_judge))
-        rewards.append(statistics.fmean(s.score for s in samples))
-    judger.close()
-    return {"times": times, "rewards": rewards, "parts": parts, "accuracy": eval_accuracy(model, tokenizer)}
+        self.times.append(done - started)
+        self.parts.append((generated - started, judged - generated, done - judged))
+        self.rewards.append(statistics.fmean(s.score for s in samples))
+
+    def result(self) -> dict:
+        self.judger.close()
+        return {"times": self.times, "rewards": self.rewards, "parts": self.parts, "accuracy": eval_accuracy(self.model, self.tokenizer)}
 
 
-# --- TRL -------------------------------------------------------------------------------------
+# --- TRL, driving both -----------------------------------------------------------------------
 
 
-def run_trl(rows, steps: int, seed: int) -> dict:
+def run_interleaved(rows, steps: int, seed: int, ours: Ours | None) -> dict:
+    """Train with TRL's GRPOTrainer; after each of its steps run ours (when given)."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
@@ -161,6 +181,8 @@ def run_trl(rows, steps: int, seed: int) -> dict:
 
         def on_step_end(self, args, state, control, **kwargs):
             self.times.append(time.perf_counter() - self._t0)
+            if ours is not None:
+                ours.step(len(self.times) - 1)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "reward" in logs:
@@ -220,11 +242,11 @@ def run_trl(rows, steps: int, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--window", type=int, default=5, help="steps averaged for the reward reached")
-    parser.add_argument("--only", choices=["ours", "trl"], help="run one side (for profiling); no ratio then")
+    parser.add_argument("--only", choices=["ours", "trl"], help="run one side alone (profiling); no ratio then")
     args = parser.parse_args()
     setup(args.threads)
     import torch
@@ -236,12 +258,18 @@ def main() -> None:
     load_tiny()  # build it (once) outside the timed runs
 
     results = {}
-    if args.only != "trl":
-        set_seed(args.seed)
-        results["ours"] = run_ours(rows, args.steps)
-    if args.only != "ours":
-        set_seed(args.seed)
-        results["trl"] = run_trl(rows, args.steps, args.seed)
+    set_seed(args.seed)
+    if args.only == "ours":
+        ours = Ours(rows, args.steps)
+        for k in range(args.steps):
+            ours.step(k)
+        results["ours"] = ours.result()
+    else:
+        ours = Ours(rows, args.steps) if args.only is None else None
+        trl = run_interleaved(rows, args.steps, args.seed, ours)
+        if ours is not None:
+            results["ours"] = ours.result()
+        results["trl"] = trl
 
     def reached(result):
         return statistics.fmean(result["rewards"][-args.window :])
@@ -250,27 +278,29 @@ def main() -> None:
     print(f"{'':6} {'median s':>9} {'mean s':>8} {'first s':>8} {'reward@0':>9} {'reward@end':>11} {'eval acc':>9}")
     for name, r in results.items():
         median, mean = steady(r["times"])
-        print(f"{name:6} {median:9.3f} {mean:8.3f} {r['times'][0]:8.3f} {r['rewards'][0]:9.3f} {reached(r):11.3f} {r['accuracy']:9.3f}")
+        print(f"{name:6} {median:9.4f} {mean:8.4f} {r['times'][0]:8.3f} {r['rewards'][0]:9.3f} {reached(r):11.3f} {r['accuracy']:9.3f}")
     if "ours" in results:
         gen, judge, train = (steady([p[i] for p in results["ours"]["parts"]])[0] for i in range(3))
-        print(f"ours per step (medians): generate {gen:.3f} s, judge+advantages {judge:.3f} s, train {train:.3f} s")
+        print(f"ours per step (medians): generate {gen:.4f} s, judge+advantages {judge:.4f} s, train {train:.4f} s")
     if len(results) < 2:
         return
-    ours, trl = results["ours"], results["trl"]
-    ours_s, trl_s = steady(ours["times"])[0], steady(trl["times"])[0]
-    print(f"ratio ours/trl = {ours_s / trl_s:.3f}")
+    ours_r, trl_r = results["ours"], results["trl"]
+    ours_s, trl_s = steady(ours_r["times"])[0], steady(trl_r["times"])[0]
+    paired = statistics.median(o / t for o, t in zip(ours_r["times"][1:], trl_r["times"][1:]))
+    print(f"ratio ours/trl = {ours_s / trl_s:.3f} (median of per-step paired ratios {paired:.3f})")
     emit(
         {
             "bench": "rl_step",
             "ours_s": round(ours_s, 4),
             "trl_s": round(trl_s, 4),
             "ratio": round(ours_s / trl_s, 4),
-            "ours_reward": round(reached(ours), 4),
-            "trl_reward": round(reached(trl), 4),
-            "ours_mean_s": round(steady(ours["times"])[1], 4),
-            "trl_mean_s": round(steady(trl["times"])[1], 4),
-            "ours_eval_accuracy": ours["accuracy"],
-            "trl_eval_accuracy": trl["accuracy"],
+            "ours_reward": round(reached(ours_r), 4),
+            "trl_reward": round(reached(trl_r), 4),
+            "paired_ratio": round(paired, 4),
+            "ours_mean_s": round(steady(ours_r["times"])[1], 4),
+            "trl_mean_s": round(steady(trl_r["times"])[1], 4),
+            "ours_eval_accuracy": ours_r["accuracy"],
+            "trl_eval_accuracy": trl_r["accuracy"],
             "steps": args.steps,
             "threads": torch.get_num_threads(),
         }
