@@ -7,9 +7,11 @@ which imports workers.tasks to enqueue, never loads torch or Ray.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import shutil
+import sys
 import traceback
 from pathlib import Path
 
@@ -85,6 +87,29 @@ def engine_config(run: Run, out_dir: Path) -> dict:
     return data
 
 
+@contextlib.contextmanager
+def _real_std_streams():
+    """Celery replaces sys.stdout/stderr with logging proxies that have no file descriptor;
+    Ray (faulthandler) and some libraries need real ones while the engine runs."""
+    saved = sys.stdout, sys.stderr
+    if getattr(sys, "__stdout__", None) is not None and _no_fileno(sys.stdout):
+        sys.stdout = sys.__stdout__
+    if getattr(sys, "__stderr__", None) is not None and _no_fileno(sys.stderr):
+        sys.stderr = sys.__stderr__
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _no_fileno(stream) -> bool:
+    try:
+        stream.fileno()
+    except Exception:  # noqa: BLE001 — AttributeError, io.UnsupportedOperation, ...
+        return True
+    return False
+
+
 class _EngineLogToReporter(logging.Handler):
     """The engine's own log records (INFO and up) go to the run's log tail as well."""
 
@@ -125,7 +150,8 @@ def execute(run_id: int, attempt: int | None = None, train=None) -> str | None:
         if train is None:
             from workers.rl.trainer import train
         config = parse_config(engine_config(run, out_dir))
-        result = train(config, out_dir, reporter, resume=True)
+        with _real_std_streams():
+            result = train(config, out_dir, reporter, resume=True)
     except BaseException as exc:  # noqa: BLE001 — stored with its traceback, shown on the page
         failure = "".join(traceback.format_exception(exc))
         log.exception("run %s failed", run.pk)
@@ -145,8 +171,14 @@ def execute(run_id: int, attempt: int | None = None, train=None) -> str | None:
         finish(run, Run.Status.FAILED, error=failure, message=f"failed: {last}", level="ERROR")
         return Run.Status.FAILED
     run.refresh_from_db(fields=["current_step", "total_steps"])
-    stopped = result.get("stopped") if isinstance(result, dict) and "stopped" in result else None
-    if stopped is None:
+    # The engine's summary says whether it stopped early ({"status": "cancelled"}); without one,
+    # judge by where the run got to.
+    summary = result if isinstance(result, dict) else {}
+    if "status" in summary:
+        stopped = summary["status"] == "cancelled"
+    elif "stopped" in summary:
+        stopped = bool(summary["stopped"])
+    else:
         stopped = reporter.cancel_requested and run.current_step < run.total_steps
     if reporter.cancel_requested and stopped:
         finish(run, Run.Status.CANCELLED, message=f"cancelled at step {run.current_step}", level="WARNING")

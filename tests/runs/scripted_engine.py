@@ -40,7 +40,7 @@ class ScriptedEngine:
         total, every = config.schedule.total_steps, config.schedule.checkpoint_every
         for step in range(start + 1, total + 1):
             if reporter.should_stop():
-                return {"stopped": True, "step": step - 1}
+                return {"status": "cancelled", "step": step - 1}
             if self.fail_at_step == step:
                 raise RuntimeError(f"scripted failure at step {step}")
             if self.sleep_s:
@@ -56,4 +56,4 @@ class ScriptedEngine:
                 path.write_text(json.dumps({"step": step}))
                 reporter.log_checkpoint(step, str(path), path.stat().st_size, {})
         reporter.log_eval(total, {"eval/accuracy": 0.9}, [])
-        return {"stopped": False, "step": total}
+        return {"status": "completed", "step": total}
