@@ -130,9 +130,9 @@ def judger_try(request, pk):
                 data_source = row.data_source
         if not form.errors:
             outcome = services.try_judger(judger, data["response"], label, prompt=prompt, data_source=data_source)
-    context = {"judger": judger, "try_form": form, "outcome": outcome, "row": row}
+    context = {"try_form": form, "outcome": outcome, "row": row}
     if request.htmx:
-        return render(request, "judgers/_try_result.html", context, status=200 if outcome else 400)
+        return render(request, "judgers/_try_result.html", {**context, "judger": judger}, status=200 if outcome else 400)
     full = _detail_context(request, judger, **context)
     return render(request, "judgers/detail.html", full, status=200 if outcome else 400)
 
@@ -156,9 +156,9 @@ def judger_dry_run(request, pk):
             )
         except ValidationError as exc:
             error = "; ".join(exc.messages)
-    context = {"judger": judger, "dry_form": form, "report": report, "dry_dataset": dataset, "dry_error": error}
+    context = {"dry_form": form, "report": report, "dry_dataset": dataset, "dry_error": error}
     if request.htmx:
-        return render(request, "judgers/_dry_run.html", context, status=200 if report else 400)
+        return render(request, "judgers/_dry_run.html", {**context, "judger": judger}, status=200 if report else 400)
     return render(request, "judgers/detail.html", _detail_context(request, judger, **context), status=200 if report else 400)
 
 
