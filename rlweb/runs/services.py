@@ -101,10 +101,14 @@ def resolve_judger(owner, judger) -> dict:
             raise ConfigError([("judger", "no such judger that you can use")])
     elif not judger.is_visible_to(owner):
         raise ConfigError([("judger", "no such judger that you can use")])
+    from django.core.exceptions import ValidationError
+
     from rlweb.judgers.services import resolve_spec
 
-    spec = resolve_spec(judger)
-    return spec if isinstance(spec, dict) else spec.model_dump(mode="json")
+    try:
+        return resolve_spec(judger)
+    except ValidationError as exc:
+        raise ConfigError([("judger", f"judger '{judger.name}' no longer validates: {'; '.join(exc.messages)}")]) from None
 
 
 def validate_launch(owner, config_dict: dict, judger=None) -> RunConfig:

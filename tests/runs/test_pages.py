@@ -251,3 +251,14 @@ def test_cancel_and_resume_buttons_work_for_the_owner(alice_client, make_run):
     alice_client.post(f"/runs/{run.pk}/resume/")
     run.refresh_from_db()
     assert (run.status, run.attempts) == ("queued", 2)
+
+
+def test_the_form_offers_the_users_own_judgers_and_stores_the_chosen_spec(alice_client, alice, bob):
+    from rlweb.judgers.models import JudgerConfig
+
+    mine = JudgerConfig.objects.create(owner=alice, name="my exact", kind="exact", params={})
+    JudgerConfig.objects.create(owner=bob, name="bobs regex", kind="regex", params={"pattern": "x"})
+    page = alice_client.get("/runs/new/").content.decode()
+    assert "my exact" in page and "bobs regex" not in page
+    alice_client.post("/runs/new/", post_data(small_config(), judger__source=str(mine.pk)))
+    assert Run.objects.get().config["judger"]["kind"] == "exact"

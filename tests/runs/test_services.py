@@ -179,3 +179,28 @@ def test_the_runs_page_marks_lost_runs_itself(alice_client, make_run, settings):
     run.refresh_from_db()
     assert run.status == "lost"
     assert b"lost (worker stopped)" in response.content
+
+
+# --- judgers -----------------------------------------------------------------------------
+
+
+def test_a_saved_judger_is_stored_inline_with_the_run(alice):
+    from rlweb.judgers.models import JudgerConfig
+
+    judger = JudgerConfig.objects.create(owner=alice, name="strict", kind="exact", params={"case_sensitive": False})
+    run = services.launch_run(alice, small_config(), judger=judger.pk)
+    assert run.config["judger"]["kind"] == "exact" and run.config["judger"]["case_sensitive"] is False
+    judger.delete()  # the run does not depend on the judger row any more
+    run.refresh_from_db()
+    assert run.config["judger"]["kind"] == "exact"
+
+
+def test_bob_cannot_launch_with_alices_judger(alice, bob):
+    from rlweb.judgers.models import JudgerConfig
+
+    judger = JudgerConfig.objects.create(owner=alice, name="mine", kind="exact", params={})
+    with pytest.raises(ConfigError) as exc:
+        services.launch_run(bob, small_config(), judger=judger.pk)
+    assert "judger" in errors_of(exc)
+    with pytest.raises(ConfigError):
+        services.launch_run(bob, small_config(), judger=judger)
