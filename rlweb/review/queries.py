@@ -31,10 +31,9 @@ LIST_FIELDS = (
     "staleness", "zero_variance",
 )
 
-# Same expression as the GIN index of migration 0002 (the planner matches expressions, so it
-# must stay identical). 'simple': words are matched as written (lower-cased), no stemming and no
-# stop words, so searching "the" or "boxed" finds exactly that word.
-SEARCH_VECTOR_SQL = "to_tsvector('simple'::regconfig, {table}.prompt || ' ' || {table}.response)"
+# The stored tsvector of prompt + response (Postgres only; migration 0003 adds it and its GIN
+# index). Its text search configuration is 'simple': words as written, lower-cased.
+SEARCH_COLUMN = "review_search"
 
 
 @dataclass(frozen=True)
@@ -110,10 +109,10 @@ def _range(q: Q, expr, low, high) -> Q:
 def search_condition(text: str):
     """A boolean expression: the sample's prompt or response contains the words of `text`."""
     if connection.vendor == "postgresql":
-        table = connection.ops.quote_name(Trajectory._meta.db_table)
+        column = f"{connection.ops.quote_name(Trajectory._meta.db_table)}.{connection.ops.quote_name(SEARCH_COLUMN)}"
         # websearch syntax: words (all must occur), "a phrase", -excluded, or.
         return RawSQL(
-            f"{SEARCH_VECTOR_SQL.format(table=table)} @@ websearch_to_tsquery('simple'::regconfig, %s)",
+            f"{column} @@ websearch_to_tsquery('simple'::regconfig, %s)",
             [text],
             output_field=BooleanField(),
         )

@@ -47,7 +47,7 @@ EXPORT_CHUNK = 1000
 EXPORT_FIELDS = (*LIST_FIELDS, "prompt", "response", "label", "explanation")
 
 
-def export_lines(run: Run, query: QueryDict, with_tokens: bool = False, chunk: int = EXPORT_CHUNK) -> Iterator[bytes]:
+def export_lines(run: Run, query: QueryDict, with_tokens: bool = False, chunk: int | None = None) -> Iterator[bytes]:
     """The run's samples (those of the list filters in `query`) as JSONL, one block of lines per
     chunk of samples, each line with the sample's flags.
 
@@ -57,6 +57,7 @@ def export_lines(run: Run, query: QueryDict, with_tokens: bool = False, chunk: i
     _, filters = filters_from_query(query)
     qs = filter_samples(run_samples(run), filters)
     fields = (*EXPORT_FIELDS, "tokens") if with_tokens else EXPORT_FIELDS
+    chunk = chunk or EXPORT_CHUNK
     last_id = 0
     while True:
         rows = list(qs.filter(id__gt=last_id).order_by("id").values(*fields)[:chunk])

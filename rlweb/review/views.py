@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Max
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -19,6 +19,7 @@ from rlweb.runs.models import MetricPoint, Run, RunLog, Trajectory
 from . import services
 from .forms import FlagForm, RejudgeForm, filters_from_query
 from .models import RejudgeJob, SampleFlag
+from .presenters import list_rows
 from .queries import SORTS, component_names, distinct_values, filter_samples, page_of, run_samples
 
 
@@ -44,19 +45,14 @@ def sample_list(request, run_id):
     )
     qs = filter_samples(run_samples(run), filters)
     page = page_of(qs, request.GET.get("sort"), request.GET.get("after"), request.GET.get("before"))
-    flags = services.flags_by_sample(row.id for row in page.rows)
     component_columns = [name for name, _, _ in form.component_fields]
-    for row in page.rows:
-        row.flag_list = flags.get(row.id, [])
-        components = row.reward_components if isinstance(row.reward_components, dict) else {}
-        row.component_values = [components.get(name) for name in component_columns]
+    rows = list_rows(run, page.rows, component_columns, services.flags_by_sample(row.id for row in page.rows))
     first_page = not request.GET.get("after") and not request.GET.get("before")
     context = {
         "run": run,
         "form": form,
         "page": page,
-        "rows": page.rows,
-        "sorts": SORTS.values(),
+        "rows": rows,
         "component_columns": component_columns,
         "sort_links": _sort_links(request, page.sort),
         "filter_query": _query_without(request, "after", "before", "sort"),
@@ -246,18 +242,12 @@ def rejudge_list(request, run_id):
     run = _run(request, run_id)
     if request.method == "POST":
         judger = get_visible_or_404(JudgerConfig, request.user, pk=request.POST.get("judger"))
-        filters = services.filters_from_json(_json_filters(request.POST.get("filters", "")))
-        job = services.start_rejudge(run, request.user, judger, services.filters_to_json(filters))
+        # The sample list's filters, as its query string (empty: every sample of the run).
+        filters = services.filters_to_json(QueryDict(request.POST.get("filters", "")[:4000]))
+        job = services.start_rejudge(run, request.user, judger, filters)
         return redirect("review:rejudge", job_id=job.pk)
     jobs = run.rejudge_jobs.select_related("created_by").defer("spec")[:100]
     return render(request, "review/rejudge_list.html", {"run": run, "jobs": jobs, "form": RejudgeForm(user=request.user)})
-
-
-def _json_filters(query_string: str) -> dict:
-    from django.http import QueryDict
-
-    query = QueryDict(query_string[:4000])
-    return {key: query.getlist(key) for key in query}
 
 
 def _job(request, job_id) -> RejudgeJob:

@@ -74,15 +74,16 @@ def test_full_text_search_finds_a_word_in_the_prompt_or_the_response(run):
     assert matching(run, "q=sorry -cannot") == ids([in_prompt])
 
 
-def test_the_search_uses_the_full_text_index_expression(run):
+def test_the_search_matches_the_stored_words_that_the_gin_index_covers(run):
     make_sample(run, response="hello world")
     _, filters = filters_from_query(QueryDict("q=hello"))
     sql = str(filter_samples(run_samples(run), filters).query)
-    # The same expression as migration 0002's GIN index, or the planner cannot use the index.
-    assert "to_tsvector('simple'::regconfig" in sql and "websearch_to_tsquery" in sql
+    assert '"runs_trajectory"."review_search" @@ websearch_to_tsquery' in sql
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'review_traj_search_idx'")
-        assert "gin (to_tsvector('simple'::regconfig" in cursor.fetchone()[0]
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'review_traj_fts_idx'")
+        assert "USING gin (review_search)" in cursor.fetchone()[0]
+        cursor.execute("SELECT review_search::text FROM runs_trajectory")
+        assert cursor.fetchone()[0] == "'2':3,4 'hello':5 'is':2 'what':1 'world':6"  # prompt "What is 2 + 2?" then response
 
 
 def test_it_filters_flagged_samples(run, alice):

@@ -10,9 +10,9 @@ short index range scan instead of a sort of the run's samples:
   (step, id), the default "newest first" order;
 - range filters and sortable numeric columns are followed by id, the keyset tie-breaker.
 
-Full-text search uses a GIN index on the same tsvector expression the query uses
-(rlweb.review.queries.SEARCH_VECTOR_SQL); Postgres only. On a live Postgres database the indexes
-are built CONCURRENTLY, so a running training run can keep writing samples meanwhile.
+Full-text search is migration 0003's (a stored tsvector column and its GIN index). On a live
+Postgres database the indexes are built CONCURRENTLY, so a running training run can keep writing
+samples meanwhile.
 """
 
 from django.db import migrations
@@ -32,25 +32,17 @@ BTREE_INDEXES = {
     "review_traj_prompt_idx": "run_id, prompt_index, step, id",
 }
 
-# Must stay the expression of rlweb.review.queries.SEARCH_VECTOR_SQL, or the planner cannot use it.
-SEARCH_INDEX = "review_traj_search_idx"
-SEARCH_EXPRESSION = "to_tsvector('simple'::regconfig, prompt || ' ' || response)"
 
 
 def create_indexes(apps, schema_editor):
-    postgres = schema_editor.connection.vendor == "postgresql"
-    concurrently = "CONCURRENTLY " if postgres else ""
+    concurrently = "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
     for name, columns in BTREE_INDEXES.items():
         schema_editor.execute(f"CREATE INDEX {concurrently}{name} ON {TABLE} ({columns})")
-    if postgres:
-        schema_editor.execute(f"CREATE INDEX CONCURRENTLY {SEARCH_INDEX} ON {TABLE} USING gin (({SEARCH_EXPRESSION}))")
 
 
 def drop_indexes(apps, schema_editor):
-    postgres = schema_editor.connection.vendor == "postgresql"
-    concurrently = "CONCURRENTLY " if postgres else ""
-    names = [*BTREE_INDEXES, SEARCH_INDEX] if postgres else list(BTREE_INDEXES)
-    for name in names:
+    concurrently = "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
+    for name in BTREE_INDEXES:
         schema_editor.execute(f"DROP INDEX {concurrently}IF EXISTS {name}")
 
 
