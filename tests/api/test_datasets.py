@@ -74,3 +74,11 @@ def test_delete_removes_the_dataset_but_not_while_importing(api, alice):
     assert api.delete(f"/api/datasets/{ready.pk}/").status_code == 204
     assert not Dataset.objects.filter(pk=ready.pk).exists()
     assert api.delete(f"/api/datasets/{busy.pk}/").status_code == 409
+
+
+def test_an_upload_over_the_limit_is_refused_while_it_streams(api, settings):
+    settings.UPLOAD_MAX_BYTES = 100
+    upload = jsonl(*({"prompt": "x" * 20, "answer": "1"} for _ in range(10)))
+    response = api.post("/api/datasets/", {"name": "big", "file": upload}, format="multipart")
+    assert response.status_code == 413 and response.json()["error"]["code"] == "too_large"
+    assert not Dataset.objects.filter(name="big").exists()

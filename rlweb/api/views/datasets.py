@@ -37,9 +37,13 @@ class RowFilters(serializers.Serializer):
     split = serializers.ChoiceField(choices=DatasetRow.Split.values, required=False)
 
 
-def _form_data(form_class, request) -> dict:
+def _form_data(form_class, request, body_serializer) -> dict:
     """The request's values over the form's initial values: a script sends only what it
-    changes, as a person leaves the page's prefilled fields alone."""
+    changes, as a person leaves the page's prefilled fields alone. The body is first checked
+    against its documented schema (types and bounds), then by the page's form."""
+    checked = body_serializer(data=request.data)
+    if not checked.is_valid():
+        raise exceptions.ValidationError(checked.errors)
     data = {name: field.initial for name, field in form_class.base_fields.items() if field.initial is not None}
     for key in request.data:
         value = request.data.getlist(key) if hasattr(request.data, "getlist") else [request.data[key]]
@@ -136,11 +140,11 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
     def create(self, request):
         from rlweb.datasets.forms import UploadForm
 
-        form = UploadForm(_form_data(UploadForm, request), request.FILES)
+        request.data  # parse the body: the size handler marks an over-size file while it streams in
         too_large = getattr(request._request, "upload_too_large", None)
         if too_large:
             raise PayloadTooLarge(f"{too_large} is larger than the upload limit (UPLOAD_MAX_BYTES).")
-        _valid_form(form)
+        form = _valid_form(UploadForm(_form_data(UploadForm, request, UploadBody), request.FILES))
         return self._start(request, form, form.cleaned_data["file"], form.cleaned_data["format"] or None)
 
     @extend_schema(
@@ -152,7 +156,7 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
         from rlweb.datasets import services
         from rlweb.datasets.forms import HfDirForm
 
-        form = _valid_form(HfDirForm(_form_data(HfDirForm, request)))
+        form = _valid_form(HfDirForm(_form_data(HfDirForm, request, ServerDirBody)))
         path = services.check_server_path(form.cleaned_data["path"])
         return self._start(request, form, path, "hf_dir")
 
@@ -165,7 +169,7 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
         from rlweb.datasets import services
         from rlweb.datasets.forms import ArithForm
 
-        data = _valid_form(ArithForm(_form_data(ArithForm, request))).cleaned_data
+        data = _valid_form(ArithForm(_form_data(ArithForm, request, ArithBody))).cleaned_data
         dataset = services.generate_arith_dataset(request.user, data["name"], data["n_train"], data["n_eval"], data["seed"])
         return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
 

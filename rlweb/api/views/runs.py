@@ -165,6 +165,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
         from workers.rl.config import ConfigError, parse_config
 
         run = self.get_object()
+        if request.query_params.get("format", "yaml") not in ("yaml", "json"):
+            raise ValidationError({"format": ["must be 'yaml' or 'json'"]})
         try:
             config = parse_config(run.config).model_dump(mode="json")
         except ConfigError:
