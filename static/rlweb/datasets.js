@@ -10,8 +10,8 @@
     var input = form.querySelector("input[type=file]");
     var sizeError = form.querySelector("[data-size-error]");
     var box = form.querySelector("[data-upload-progress]");
-    var limit = Number(input && input.dataset.maxBytes);
     function tooLarge() {
+      var limit = Number(input.dataset.maxBytes);
       var file = input.files && input.files[0];
       if (!file || !limit || file.size <= limit) { sizeError.hidden = true; return false; }
       sizeError.textContent = file.name + " is " + human(file.size) + ", larger than the upload limit of " + human(limit) + ".";
