@@ -1,15 +1,16 @@
 """JSON in and out of the importer's hot loop, strict in the way Postgres' jsonb is strict.
 
 orjson is used when it is installed (about 3x faster to parse a JSONL line, which is most of the
-Python time of a large import); otherwise the standard library, made as strict: NaN and
-Infinity are refused (jsonb cannot hold them) and lone surrogate escapes are reported by the
-caller (`unstorable`). Both give the same accepted/refused answer for a row.
+Python time of a large import; RLWEB_NO_ORJSON=1 turns it off); otherwise the standard library,
+made as strict: NaN and Infinity are refused (jsonb cannot hold them) and lone surrogate escapes
+are reported by the caller (`unstorable`). Both give the same accepted/refused answer for a row.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 
 try:  # optional speed-up; see the module docstring
     import orjson
@@ -27,7 +28,26 @@ def _refuse_constant(name: str):
 
 _std_decoder = json.JSONDecoder(parse_constant=_refuse_constant)
 
-if orjson is not None:
+
+def std_loads(data: bytes | str):
+    try:
+        if isinstance(data, bytes):
+            data = data.decode("utf-8")
+        return _std_decoder.decode(data)
+    except UnicodeDecodeError as exc:
+        raise JSONError(f"invalid UTF-8 at byte {exc.start}") from None
+    except ValueError as exc:
+        raise JSONError(str(exc)) from None
+
+
+def std_dumps(value) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_default)
+    except (TypeError, ValueError) as exc:
+        raise JSONError(_type_message(exc)) from None
+
+
+if orjson is not None and os.environ.get("RLWEB_NO_ORJSON") != "1":
     _orjson_loads = orjson.loads
     _orjson_dumps = orjson.dumps
     _OrjsonError = orjson.JSONDecodeError
@@ -45,25 +65,8 @@ if orjson is not None:
             raise JSONError(_type_message(exc)) from None
 
     FAST = True
-else:  # pragma: no cover
-
-    def loads(data: bytes | str):
-        try:
-            if isinstance(data, bytes):
-                data = data.decode("utf-8")
-            return _std_decoder.decode(data)
-        except UnicodeDecodeError as exc:
-            raise JSONError(f"invalid UTF-8 at byte {exc.start}") from None
-        except ValueError as exc:
-            raise JSONError(str(exc)) from None
-
-    def dumps(value) -> str:
-        try:
-            return json.dumps(value, ensure_ascii=False, allow_nan=False, default=_default)
-        except (TypeError, ValueError) as exc:
-            raise JSONError(_type_message(exc)) from None
-
-    FAST = False
+else:  # without orjson (or RLWEB_NO_ORJSON=1, to compare): the standard library
+    loads, dumps, FAST = std_loads, std_dumps, False
 
 
 def _default(value):

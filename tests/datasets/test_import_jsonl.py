@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rlweb.datasets import services
+from rlweb.datasets import jsoncodec, services
 from rlweb.datasets.models import Dataset, DatasetRow
 from rlweb.datasets.services import ImportFailed, import_dataset
 
@@ -15,7 +15,17 @@ def rows_of(dataset):
     return list(DatasetRow.objects.filter(dataset=dataset).order_by("index"))
 
 
-def test_it_maps_prompt_messages_answer_label_data_source_and_keeps_the_rest_as_extra(alice, jsonl_file, good_rows):
+@pytest.fixture(params=["default", "stdlib"])
+def codec(request, monkeypatch):
+    """orjson (when installed) and the standard library must accept and refuse the same rows."""
+    if request.param == "stdlib":
+        monkeypatch.setattr(jsoncodec, "loads", jsoncodec.std_loads)
+        monkeypatch.setattr(jsoncodec, "dumps", jsoncodec.std_dumps)
+        monkeypatch.setattr(jsoncodec, "FAST", False)
+    return request.param
+
+
+def test_it_maps_prompt_messages_answer_label_data_source_and_keeps_the_rest_as_extra(alice, jsonl_file, good_rows, codec):
     dataset = import_dataset(alice, "mixed", jsonl_file(good_rows))
     assert dataset.status == Dataset.Status.READY
     assert (dataset.row_count, dataset.train_count, dataset.eval_count) == (4, 4, 0)
@@ -33,7 +43,7 @@ def test_it_maps_prompt_messages_answer_label_data_source_and_keeps_the_rest_as_
     assert summary["extra_fields"] == {"id": 2, "topic": 1}
 
 
-def test_it_refuses_a_file_with_bad_rows_listing_each_with_line_and_field_and_writes_nothing(alice, jsonl_file):
+def test_it_refuses_a_file_with_bad_rows_listing_each_with_line_and_field_and_writes_nothing(alice, jsonl_file, codec):
     path = jsonl_file(
         [
             {"prompt": "fine", "answer": "1"},
@@ -111,7 +121,7 @@ def test_a_json_array_file_is_refused_with_a_hint(alice, tmp_path):
         import_dataset(alice, "array", str(path))
 
 
-def test_text_the_database_cannot_store_is_reported_not_crashed_on(alice, jsonl_file):
+def test_text_the_database_cannot_store_is_reported_not_crashed_on(alice, jsonl_file, codec):
     path = jsonl_file([{"prompt": "ok"}, '{"prompt": "nul \\u0000 here"}', '{"prompt": "lone \\ud800"}', '{"prompt": NaN}'])
     with pytest.raises(ImportFailed) as caught:
         import_dataset(alice, "unstorable", path)
