@@ -128,69 +128,79 @@ def plan_micro_batches(lengths: list[int], budget: int, row_tokens: int) -> list
 
 def build_micro_batch(samples: list[Sample], rows: list[list[Unit]], pad_id: int, kind: str, device, dtype=torch.float32) -> MicroBatch:
     width = max(sum(u.length for u in row) for row in rows)
-    n_rows = len(rows)
-    ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
-    pos = torch.zeros((n_rows, width), dtype=torch.long)
-    keep = torch.zeros((n_rows, width), dtype=torch.bool)
-    # Per position: its block (a prompt, one response, or the padding tail), its unit, and
-    # whether it is a prompt token. Attention: same block causally, or the own unit's prompt.
-    block = torch.zeros((n_rows, width), dtype=torch.long)
-    unit_of = torch.zeros((n_rows, width), dtype=torch.long)
-    is_prompt = torch.zeros((n_rows, width), dtype=torch.bool)
-    sources: list[tuple[int, int]] = []  # (row, position) whose logits score each response token
+    # Per position, built as flat Python lists (one tensor each at the end, not one per sample):
+    # its token, position id, block (a prompt, one response, or the padding tail), unit, whether
+    # it is a prompt token, and whether its logits are kept. Attention: same block causally, or
+    # the own unit's prompt.
+    ids: list[int] = []
+    pos: list[int] = []
+    block: list[int] = []
+    unit_of: list[int] = []
+    is_prompt: list[bool] = []
+    keep: list[bool] = []
+    sources: list[int] = []  # flat position whose logits score each response token
     targets: list[int] = []
     order: list[int] = []
     lengths: list[int] = []
     pad = 0
     next_id = 1
     for r, row in enumerate(rows):
-        offset = 0
+        row_start = r * width
         for unit in row:
             p = len(unit.prompt)
             if p == 0:
                 raise ValueError("a sample has an empty prompt: its first response token has no context")
             if kind == "none" and len(unit.members) != 1:
                 raise ValueError("units sharing a prompt need an explicit attention mask (sdpa or eager)")
-            ids[r, offset : offset + p] = torch.tensor(unit.prompt, dtype=torch.long)
-            pos[r, offset : offset + p] = torch.arange(p)
-            block[r, offset : offset + p] = next_id
-            unit_of[r, offset : offset + p] = next_id
-            is_prompt[r, offset : offset + p] = True
-            unit_id, next_id = next_id, next_id + 1
-            prompt_last = offset + p - 1
-            keep[r, prompt_last] = True
-            offset += p
+            unit_id = next_id
+            next_id += 1
+            ids.extend(unit.prompt)
+            pos.extend(range(p))
+            block.extend([unit_id] * p)
+            unit_of.extend([unit_id] * p)
+            is_prompt.extend([True] * p)
+            keep.extend([False] * (p - 1) + [True])
+            prompt_last = len(ids) - 1
             for i in unit.members:
                 response = samples[i].response_ids
                 n = len(response)
-                ids[r, offset : offset + n] = torch.tensor(response, dtype=torch.long)
-                pos[r, offset : offset + n] = torch.arange(p, p + n)
-                block[r, offset : offset + n] = next_id
-                unit_of[r, offset : offset + n] = unit_id
-                next_id += 1
+                start = len(ids)
+                ids.extend(response)
+                pos.extend(range(p, p + n))
+                block.extend([next_id] * n)
+                unit_of.extend([unit_id] * n)
+                is_prompt.extend([False] * n)
                 # logits at a position predict the next token: response token 0 is scored at the
                 # prompt's last position (shared by the unit), token j at response position j-1.
-                keep[r, offset : offset + n - 1] = True
-                sources.append((r, prompt_last))
-                sources.extend((r, offset + j) for j in range(n - 1))
+                keep.extend([True] * (n - 1) + [False])
+                sources.append(prompt_last)
+                sources.extend(range(start, start + n - 1))
+                next_id += 1
                 targets.extend(response)
                 order.append(i)
                 lengths.append(n)
-                offset += n
-        if offset < width:
+        tail = row_start + width - len(ids)
+        if tail:
             # The tail is its own block: it attends only to itself and nothing attends to it.
-            pos[r, offset:] = torch.arange(width - offset)
-            block[r, offset:] = next_id
-            unit_of[r, offset:] = next_id
+            ids.extend([pad_id] * tail)
+            pos.extend(range(tail))
+            block.extend([next_id] * tail)
+            unit_of.extend([next_id] * tail)
+            is_prompt.extend([False] * tail)
+            keep.extend([False] * tail)
             next_id += 1
-            pad += width - offset
-    flat_index = torch.cumsum(keep.flatten(), 0) - 1
-    src = torch.tensor([r * width + c for r, c in sources], dtype=torch.long)
+            pad += tail
+    shape = (len(rows), width)
+    keep_t = torch.tensor(keep, dtype=torch.bool)
+    flat_index = torch.cumsum(keep_t, 0) - 1
     mask = None
     if kind != "none":
+        block_t = torch.tensor(block).view(shape)
+        unit_t = torch.tensor(unit_of).view(shape)
+        prompt_t = torch.tensor(is_prompt).view(shape)
         causal = torch.ones((width, width), dtype=torch.bool).tril()
-        same_block = block[:, :, None] == block[:, None, :]
-        own_prompt = is_prompt[:, None, :] & (unit_of[:, :, None] == unit_of[:, None, :])
+        same_block = block_t[:, :, None] == block_t[:, None, :]
+        own_prompt = prompt_t[:, None, :] & (unit_t[:, :, None] == unit_t[:, None, :])
         allowed = (causal[None] & (same_block | own_prompt))[:, None]
         if kind == "bool":
             mask = allowed
@@ -198,11 +208,11 @@ def build_micro_batch(samples: list[Sample], rows: list[list[Unit]], pad_id: int
             mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
         mask = mask.to(device)
     return MicroBatch(
-        input_ids=ids.to(device),
-        position_ids=pos.to(device),
+        input_ids=torch.tensor(ids, dtype=torch.long).view(shape).to(device),
+        position_ids=torch.tensor(pos, dtype=torch.long).view(shape).to(device),
         attention_mask=mask,
-        keep=keep.to(device),
-        gather=flat_index[src].to(device),
+        keep=keep_t.view(shape).to(device),
+        gather=flat_index[torch.tensor(sources, dtype=torch.long)].to(device),
         targets=torch.tensor(targets, dtype=torch.long, device=device),
         order=order,
         lengths=lengths,

@@ -313,7 +313,9 @@ class TrainController:
             w = torch.cat([weight_of[i] for i in mb.order]).to(dev)
             m = torch.cat([masks[i] for i in mb.order]).to(dev)
             live = m > 0
-            adv = torch.cat([torch.full((n,), samples[i].advantage) for i, n in zip(mb.order, mb.lengths)]).to(dev)
+            adv = torch.repeat_interleave(
+                torch.tensor([samples[i].advantage for i in mb.order], dtype=torch.float32), torch.tensor(mb.lengths)
+            ).to(dev)
             logp_old = logp.detach() if old is None else torch.cat([old[i] for i in mb.order]).to(dev)
             pg, clipped, dual = algorithms.policy_loss(
                 logp, logp_old, adv, algo.clip_eps_low, algo.clip_eps_high, algo.dual_clip_c
