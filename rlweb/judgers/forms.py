@@ -266,12 +266,26 @@ def display_params(judger: JudgerConfig) -> list[tuple[str, str]]:
     for key, value in (judger.params or {}).items():
         if key == "headers" and isinstance(value, dict):
             text = ", ".join(f"{name}: {KEEP_SECRET} set" for name in value) or "none"
+        elif key == "url" and judger.kind == "http" and isinstance(value, str):
+            text = _public_url(value)
         elif isinstance(value, (dict, list)):
             text = json.dumps(_mask_headers(value), ensure_ascii=False)
         else:
             text = "" if value is None else str(value)
         shown.append((key, text))
     return shown
+
+
+def _public_url(url: str) -> str:
+    """The URL without a password or query values (either may be a token)."""
+    from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password:
+        netloc = netloc.replace(f":{parts.password}@", f":{KEEP_SECRET}@")
+    query = "&".join(f"{quote(k)}={KEEP_SECRET}" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def _mask_headers(value):
