@@ -183,3 +183,9 @@ def test_errors_have_one_shape(api, anon):
     for response in (api.get("/api/runs/999999/"), anon.get("/api/runs/"), api.get("/api/runs/?status=x")):
         assert set(response.json()) == {"error"}
         assert set(response.json()["error"]) == {"code", "message", "fields"}
+
+
+def test_json_types_are_strict_where_the_form_converts_text(api):
+    response = api.post("/api/runs/", {"rollout": {"n": "8"}}, format="json")
+    assert response.status_code == 400
+    assert "rollout.n" in response.json()["error"]["fields"]

@@ -4,6 +4,7 @@ throttles and the owner-or-staff permission."""
 from __future__ import annotations
 
 from rest_framework import generics, viewsets
+from rest_framework.parsers import JSONParser
 from rest_framework.views import APIView
 
 from rlweb.core.ownership import get_visible_or_404
@@ -17,6 +18,9 @@ from ..throttling import UserThrottle
 class ApiMixin:
     # DRF views are exempt from LoginRequiredMiddleware (APIView.as_view sets login_required =
     # False): anonymous calls reach DRF and get a 401 in the error shape, never a redirect.
+    # JSON bodies only (file uploads opt into multipart): a form-encoded body cannot carry the
+    # nested objects of configs and params, and one body format keeps the schema exact.
+    parser_classes = [JSONParser]
     permission_classes = [OwnerOrStaff]
     throttle_classes = [UserThrottle]
     schema = ApiAutoSchema()

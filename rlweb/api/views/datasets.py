@@ -6,7 +6,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, serializers, status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from rlweb.datasets.importers import FORMATS
@@ -14,6 +14,7 @@ from rlweb.datasets.ingest import DUPLICATE_POLICIES
 from rlweb.datasets.models import Dataset, DatasetRow
 
 from ..errors import Conflict
+from ..fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictFloatField, StrictIntegerField
 from ..pagination import PagePagination
 from ..schema import ErrorSerializer
 from ..throttling import HeavyActionThrottle, UserThrottle
@@ -59,35 +60,47 @@ def _valid_form(form):
     return form
 
 
-class ImportOptions(serializers.Serializer):
-    """The options of the dataset pages' import forms (rlweb.datasets.forms), which validate them."""
+def _import_options(strict: bool):
+    """The options of the dataset pages' import forms (rlweb.datasets.forms), which validate
+    them. Multipart values are text by nature; JSON bodies must have the schema's types."""
+    char = StrictCharField if strict else serializers.CharField
+    boolean = StrictBooleanField if strict else serializers.BooleanField
+    floating = StrictFloatField if strict else serializers.FloatField
+    integer = StrictIntegerField if strict else serializers.IntegerField
+    choice = StrictChoiceField if strict else serializers.ChoiceField
+    return {
+        "name": char(max_length=200),
+        "description": char(required=False, allow_blank=True),
+        "skip_bad_rows": boolean(required=False, default=False, help_text="Leave bad rows out (listed) instead of refusing the file."),
+        "duplicates": choice(choices=list(DUPLICATE_POLICIES), required=False, default="report"),
+        "eval_fraction": floating(required=False, default=0.0, min_value=0.0, max_value=0.99, help_text="Share of rows in the eval split."),
+        "seed": integer(required=False, default=0, min_value=0, max_value=2**31 - 1),
+        "prompt_column": char(required=False, allow_blank=True, max_length=100),
+        "messages_column": char(required=False, allow_blank=True, max_length=100),
+        "answer_column": char(required=False, allow_blank=True, max_length=100),
+        "data_source_column": char(required=False, allow_blank=True, max_length=100),
+    }
 
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True)
-    skip_bad_rows = serializers.BooleanField(required=False, default=False, help_text="Leave bad rows out (listed) instead of refusing the file.")
-    duplicates = serializers.ChoiceField(choices=list(DUPLICATE_POLICIES), required=False, default="report")
-    eval_fraction = serializers.FloatField(required=False, default=0.0, min_value=0.0, max_value=0.99, help_text="Share of rows in the eval split.")
-    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**31 - 1)
-    prompt_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    messages_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    answer_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    data_source_column = serializers.CharField(required=False, allow_blank=True, max_length=100)
 
+UploadBody = type("UploadBody", (serializers.Serializer,), {
+    **_import_options(strict=False),
+    "file": serializers.FileField(help_text="JSONL, CSV/TSV or Parquet (at most UPLOAD_MAX_BYTES)."),
+    "format": serializers.ChoiceField(
+        choices=[k for k in FORMATS if k != "hf_dir"], required=False, help_text="Detected from the file name if omitted."
+    ),
+})
 
-class UploadBody(ImportOptions):
-    file = serializers.FileField(help_text="JSONL, CSV/TSV or Parquet (at most UPLOAD_MAX_BYTES).")
-    format = serializers.ChoiceField(choices=[k for k in FORMATS if k != "hf_dir"], required=False, help_text="Detected from the file name if omitted.")
-
-
-class ServerDirBody(ImportOptions):
-    path = serializers.CharField(max_length=1000, help_text="A `save_to_disk` directory under DATASET_ROOTS on the server.")
+ServerDirBody = type("ServerDirBody", (serializers.Serializer,), {
+    **_import_options(strict=True),
+    "path": StrictCharField(max_length=1000, help_text="A `save_to_disk` directory under DATASET_ROOTS on the server."),
+})
 
 
 class ArithBody(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    n_train = serializers.IntegerField(min_value=1, max_value=200_000, required=False, default=2000)
-    n_eval = serializers.IntegerField(min_value=0, max_value=100_000, required=False, default=200)
-    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False, default=0)
+    name = StrictCharField(max_length=200)
+    n_train = StrictIntegerField(min_value=1, max_value=200_000, required=False, default=2000)
+    n_eval = StrictIntegerField(min_value=0, max_value=100_000, required=False, default=200)
+    seed = StrictIntegerField(min_value=0, max_value=2**31 - 1, required=False, default=0)
 
 
 class ImportParams(serializers.Serializer):
@@ -109,8 +122,6 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
     pagination_class = PagePagination
     lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
 
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
-
     def get_throttles(self):
         if self.action in ("create", "import_dir", "arith"):
             return [UserThrottle(), HeavyActionThrottle()]
@@ -121,6 +132,8 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
         from rlweb.datasets.uploads import SizeLimitUploadHandler
 
         request.upload_handlers.insert(0, SizeLimitUploadHandler(request))
+        # The action picks the parsers (get_parsers), and DRF sets it only after building the request.
+        self.action = self.action_map.get(request.method.lower()) if hasattr(self, "action_map") else None
         return super().initialize_request(request, *args, **kwargs)
 
     def _start(self, request, form, path_or_file, fmt):
@@ -132,6 +145,11 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
         code = status.HTTP_201_CREATED if params["wait"] else status.HTTP_202_ACCEPTED
         return Response(DatasetSerializer(dataset).data, status=code)
 
+    def get_parsers(self):
+        if getattr(self, "action", None) == "create":
+            return [MultiPartParser()]  # the one endpoint that takes a file
+        return super().get_parsers()
+
     @extend_schema(
         tags=["datasets"], summary="Import an uploaded JSONL, CSV or Parquet file as a new dataset",
         parameters=[ImportParams], request={"multipart/form-data": UploadBody},
@@ -139,6 +157,7 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSe
     )
     def create(self, request):
         from rlweb.datasets.forms import UploadForm
+
 
         request.data  # parse the body: the size handler marks an over-size file while it streams in
         too_large = getattr(request._request, "upload_too_large", None)

@@ -17,6 +17,7 @@ from rlweb.judgers.models import JudgerConfig
 from workers.rl.judgers.spec import SPEC_BY_KIND
 
 from ..errors import Conflict
+from ..fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictDictField, StrictFloatField, StrictIntegerField  # noqa: F401
 from ..pagination import PagePagination
 from ..schema import ErrorSerializer
 from ..serializers.judgers import JudgerSerializer
@@ -27,25 +28,25 @@ KEEP_SECRET = "•••"
 
 
 class JudgerBody(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(required=False, allow_blank=True)
-    kind = serializers.ChoiceField(choices=list(SPEC_BY_KIND), help_text="See GET /api/judgers/kinds/ for each kind's params.")
-    params = serializers.DictField(required=False, default=dict, help_text="The kind's parameters; routers may refer to your judgers as {\"ref\": \"<name>\"}.")
-    ray_actors = serializers.IntegerField(required=False, default=0, min_value=0, max_value=64)
+    name = StrictCharField(max_length=200)
+    description = StrictCharField(required=False, allow_blank=True)
+    kind = StrictChoiceField(choices=list(SPEC_BY_KIND), help_text="See GET /api/judgers/kinds/ for each kind's params.")
+    params = StrictDictField(required=False, default=dict, help_text="The kind's parameters; routers may refer to your judgers as {\"ref\": \"<name>\"}.")
+    ray_actors = StrictIntegerField(required=False, default=0, min_value=0, max_value=64)
 
 
 class JudgerPatchBody(JudgerBody):
-    name = serializers.CharField(max_length=200, required=False)
-    kind = serializers.ChoiceField(choices=list(SPEC_BY_KIND), required=False)
+    name = StrictCharField(max_length=200, required=False)
+    kind = StrictChoiceField(choices=list(SPEC_BY_KIND), required=False)
 
 
 class TryBody(serializers.Serializer):
-    response = serializers.CharField(trim_whitespace=False, help_text="What the model answered.")
-    label = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, help_text="The reference answer.")
-    prompt = serializers.CharField(required=False, allow_blank=True)
-    data_source = serializers.CharField(required=False, allow_blank=True, max_length=100)
-    dataset = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="Take label, prompt and data_source from this dataset's row.")
-    row = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
+    response = StrictCharField(trim_whitespace=False, help_text="What the model answered.")
+    label = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, help_text="The reference answer.")
+    prompt = StrictCharField(required=False, allow_blank=True)
+    data_source = StrictCharField(required=False, allow_blank=True, max_length=100)
+    dataset = StrictIntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="Take label, prompt and data_source from this dataset's row.")
+    row = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 class OutcomeSerializer(serializers.Serializer):
@@ -57,11 +58,11 @@ class OutcomeSerializer(serializers.Serializer):
 
 
 class DryRunBody(serializers.Serializer):
-    dataset = serializers.IntegerField(min_value=1, max_value=2**63 - 1)
-    split = serializers.ChoiceField(choices=["train", "eval"], required=False)
-    limit = serializers.IntegerField(min_value=1, max_value=20_000, required=False, default=1000)
-    response_template = serializers.CharField(required=False, default="{answer}", max_length=1000, trim_whitespace=False)
-    threshold = serializers.FloatField(required=False, allow_null=True, min_value=-1e300, max_value=1e300)
+    dataset = StrictIntegerField(min_value=1, max_value=2**63 - 1)
+    split = StrictChoiceField(choices=["train", "eval"], required=False)
+    limit = StrictIntegerField(min_value=1, max_value=20_000, required=False, default=1000)
+    response_template = StrictCharField(required=False, default="{answer}", max_length=1000, trim_whitespace=False)
+    threshold = StrictFloatField(required=False, allow_null=True, min_value=-1e300, max_value=1e300)
 
 
 class DryRunReportSerializer(serializers.Serializer):

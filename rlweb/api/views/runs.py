@@ -50,6 +50,28 @@ RunConfigBody = pydantic_body(RunConfig)
 CONFLICT = OpenApiResponse(ErrorSerializer, description="The run's state does not allow it (e.g. resuming a completed run).")
 
 
+def _check_json_types(data: dict) -> None:
+    """JSON has types: "8" is not a number here, though the form (whose inputs are all text)
+    lets RunConfig convert it. Strict JSON validation first, then the launch's own (the form's)."""
+    import json
+
+    from pydantic import ValidationError as PydanticError
+
+    from workers.rl.config import ConfigError
+
+    try:
+        RunConfig.model_validate_json(json.dumps(data), strict=True)
+    except PydanticError as exc:
+        errors = list(_with_types(exc))
+        if any(kind.endswith("_type") for _, _, kind in errors):  # else the launch reports the same errors
+            raise ConfigError([(path, msg) for path, msg, _ in errors]) from None
+
+
+def _with_types(exc):
+    for err in exc.errors():
+        yield ".".join(str(p) for p in err["loc"]), err["msg"], err["type"]
+
+
 def _service_state_error(exc: Exception) -> Conflict:
     return Conflict(str(exc) or "The run cannot do that in its current state.")
 
@@ -104,6 +126,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
         params = parse_query(request, LaunchParams)
         if not isinstance(request.data, dict):
             raise ValidationError({NON_FIELD: ["The body must be a RunConfig object."]})
+        _check_json_types(request.data)
         run = services.launch_run(request.user, request.data, preset=params.get("preset", ""), judger=params.get("judger"))
         return Response(RunDetailSerializer(run, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED)
 
