@@ -8,19 +8,60 @@ Only the run's owner or staff may connect; everyone else is refused before accep
 """
 
 import asyncio
+import json
 import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 
-from .live import Cursor, changes_since, group_name
+from .live import Changes, Cursor, changes_since, group_name
 from .models import Run
 
 log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+
+
+# Single flight: a notification reaches every open page of a run at the same moment, and pages
+# that are up to date ask for the same rows. Consumers in this process that ask for the same
+# (run, cursor) while a read is in flight share that read instead of each querying the database.
+_inflight: dict[tuple, asyncio.Task] = {}
+
+
+def _read(run_id: int, cursor: Cursor, with_samples: bool) -> tuple[Changes, Cursor, str]:
+    after = Cursor(**cursor.as_dict())
+    changes = changes_since(run_id, after, with_samples)
+    message = {
+        "type": "changes",
+        "run": changes.run,
+        "metrics": changes.metrics,
+        "samples": changes.samples,
+        "logs": changes.logs,
+        "cursor": after.as_dict(),
+    }
+    # Encoded here, once for every page sharing the read, and off the event loop.
+    return changes, after, json.dumps(message, cls=DjangoJSONEncoder)
+
+
+async def shared_changes(run_id: int, cursor: Cursor, with_samples: bool) -> tuple[Changes, Cursor, str]:
+    """(changes after `cursor`, the cursor after them, the message as text); `cursor` itself is
+    left alone."""
+    key = (run_id, cursor.metrics, cursor.samples, cursor.logs, with_samples)
+    task = _inflight.get(key)
+    if task is None:
+
+        async def read():
+            # Not thread-sensitive: reads of different runs (and pages) may run side by side.
+            return await database_sync_to_async(_read, thread_sensitive=False)(run_id, cursor, with_samples)
+
+        # A task of its own: a page that disconnects mid-read does not cancel it for the others.
+        task = asyncio.ensure_future(read())
+        _inflight[key] = task
+        task.add_done_callback(lambda _t: _inflight.pop(key, None))
+    return await asyncio.shield(task)
 
 
 @database_sync_to_async
@@ -79,19 +120,11 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         # One push at a time: a notification and a poll tick must not send the same rows twice.
         async with self._lock:
             while True:
-                changes = await database_sync_to_async(changes_since)(self.run_id, self.cursor, self.with_samples)
+                changes, after, text = await shared_changes(self.run_id, self.cursor, self.with_samples)
                 if changes.empty and getattr(self, "_last_run", None) == changes.run:
                     return
+                self.cursor = after
                 self._last_run = changes.run
-                await self.send_json(
-                    {
-                        "type": "changes",
-                        "run": changes.run,
-                        "metrics": changes.metrics,
-                        "samples": changes.samples,
-                        "logs": changes.logs,
-                        "cursor": self.cursor.as_dict(),
-                    }
-                )
+                await self.send(text_data=text)
                 if not changes.more:
                     return

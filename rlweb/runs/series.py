@@ -138,17 +138,19 @@ def downsample_points(rows: list[tuple[int, float, float]], lo: int, hi: int, bu
     return [keep[s] for s in sorted(keep)]
 
 
+# Per bucket: its first and last step, and the steps of its lowest and highest value. Plain
+# min/max for the steps and 2-element arrays for "value with its step" keep the per-row work
+# small; the chosen rows' values and wall times are then read by index (<= 4 per bucket).
 _BUCKET_SQL = """
-SELECT min(ARRAY[step::float8, value, wall_time]),
-       max(ARRAY[step::float8, value, wall_time]),
-       min(ARRAY[value, step::float8, wall_time]),
-       max(ARRAY[value, step::float8, wall_time])
-FROM (
-    SELECT step, value, wall_time, ((step - %(lo)s)::bigint * %(buckets)s) / %(width)s AS bucket
-    FROM runs_metricpoint
-    WHERE run_id = %(run)s AND name = %(name)s AND step BETWEEN %(lo)s AND %(hi)s {until}
-) AS t
-GROUP BY bucket
+SELECT min(step), max(step), min(ARRAY[value, step::float8]), max(ARRAY[value, step::float8])
+FROM runs_metricpoint
+WHERE run_id = %(run)s AND name = %(name)s AND step BETWEEN %(lo)s AND %(hi)s {until}
+GROUP BY ((step - %(lo)s)::bigint * %(buckets)s) / %(width)s
+"""
+_ROWS_SQL = """
+SELECT step, value, wall_time FROM runs_metricpoint
+WHERE run_id = %(run)s AND name = %(name)s AND step = ANY(%(steps)s) {until}
+ORDER BY step
 """
 
 
@@ -160,13 +162,12 @@ def _bucketed_sql(run_id, name, lo, hi, buckets, until_id):
         params["until"] = until_id
     with connection.cursor() as cursor:
         cursor.execute(_BUCKET_SQL.format(until=until), params)
-        keep: dict[int, tuple[int, float, float]] = {}
+        steps: set[int] = set()
         for first, last, low, high in cursor.fetchall():
-            for s, v, w in (first, last):
-                keep[int(s)] = (int(s), v, w)
-            for v, s, w in (low, high):
-                keep[int(s)] = (int(s), v, w)
-    return [keep[s] for s in sorted(keep)]
+            steps.update((int(first), int(last), int(low[1]), int(high[1])))
+        params["steps"] = sorted(steps)
+        cursor.execute(_ROWS_SQL.format(until=until), params)
+        return [(int(s), v, w) for s, v, w in cursor.fetchall()]
 
 
 def _values_at(run_id, name, steps, lo, hi, until_id) -> list[float | None]:
