@@ -1,4 +1,7 @@
+from datetime import timedelta
+
 from django.db import models
+from django.utils import timezone
 
 from rlweb.core.ownership import Owned
 
@@ -35,6 +38,14 @@ class Dataset(Owned):
 
     def __str__(self):
         return self.name
+
+    # An import writes progress (and updated_at) at least every few seconds on Postgres; one
+    # silent this long lost its worker. It may then be deleted (and uploaded again).
+    STALLED_AFTER = timedelta(minutes=10)
+
+    @property
+    def import_stalled(self) -> bool:
+        return self.status == self.Status.IMPORTING and timezone.now() - self.updated_at > self.STALLED_AFTER
 
 
 class DatasetRow(models.Model):

@@ -45,10 +45,13 @@ class DatabaseProgress:
             self._future = self._executor.submit(self._write, done, total)
 
     def _write(self, done: int, total: int) -> None:
+        from django.utils import timezone
+
         from .models import Dataset
 
         try:
-            Dataset.objects.filter(pk=self.dataset_id).update(progress_done=done, progress_total=total)
+            # updated_at too: it is the import's heartbeat (see Dataset.import_stalled).
+            Dataset.objects.filter(pk=self.dataset_id).update(progress_done=done, progress_total=total, updated_at=timezone.now())
         except Exception:  # progress is cosmetic: never fail an import over it
             logger.warning("could not write import progress of dataset %s", self.dataset_id, exc_info=True)
 

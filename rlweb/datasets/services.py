@@ -181,7 +181,7 @@ def _apply(dataset: Dataset, outcome: Outcome, report: dict) -> None:
     dataset.save()
 
 
-def _prepare(owner, name: str, path_or_file, fmt: str | None):
+def _check_name(owner, name: str) -> str:
     name = (name or "").strip()
     if not name:
         raise _fail("give the dataset a name", "name")
@@ -212,7 +212,7 @@ def import_dataset(
     and listed in `dataset.import_report` instead). `progress(done, total)` is called as it goes.
     `duplicates`: "report" (keep, list them), "skip" (drop repeats), "error" (bad rows).
     `columns`: {"prompt": "question", ...} to read row fields from other columns."""
-    name = _prepare(owner, name, path_or_file, fmt)
+    name = _check_name(owner, name)
     options = _options(skip_bad_rows, eval_fraction, seed, duplicates, columns)
     with _as_path(path_or_file) as (path, file_name):
         if not path.exists():
@@ -266,7 +266,7 @@ def start_import(
     ImportFailed for problems found before queueing."""
     from .tasks import import_dataset_task
 
-    name = _prepare(owner, name, path_or_file, fmt)
+    name = _check_name(owner, name)
     options = _options(skip_bad_rows, eval_fraction, seed, duplicates, columns)
     with _as_path(path_or_file) as (path, file_name):
         if not path.exists():
@@ -368,7 +368,7 @@ def generate_arith_dataset(owner, name: str, n_train: int, n_eval: int, seed: in
     `n_train` train rows and `n_eval` eval rows from disjoint pools of problems."""
     from workers.rl import arith  # plain Python, torch-free
 
-    name = _prepare(owner, name, None, None)
+    name = _check_name(owner, name)
     if n_train < 1 or n_eval < 0 or n_train + n_eval > 10_000_000:
         raise _fail("n_train must be at least 1, n_eval at least 0, and the total at most 10,000,000", "n_train")
     options = _options(False, 0.0, seed, "report", None)

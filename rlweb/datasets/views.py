@@ -191,7 +191,7 @@ def dataset_delete(request, pk):
     dataset = get_visible_or_404(Dataset, request.user, pk=pk)
     if request.method == "GET":
         return render(request, "datasets/delete.html", {"dataset": dataset})
-    if dataset.status == Dataset.Status.IMPORTING:
+    if dataset.status == Dataset.Status.IMPORTING and not dataset.import_stalled:
         messages.error(request, "The dataset is still importing; delete it when the import has ended.")
         return redirect("datasets:detail", pk=dataset.pk)
     name = dataset.name

@@ -148,3 +148,17 @@ def test_the_progress_fragment_polls_while_importing_and_reloads_the_page_when_d
     assert "HX-Refresh" not in response
     Dataset.objects.filter(pk=dataset.pk).update(status="ready")
     assert alice_client.get(f"/datasets/{dataset.pk}/progress/")["HX-Refresh"] == "true"
+
+
+def test_an_import_without_progress_for_ten_minutes_is_shown_stalled_and_may_be_deleted(alice_client, alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    dataset = Dataset.objects.create(owner=alice, name="stuck")
+    assert alice_client.post(f"/datasets/{dataset.pk}/delete/").status_code == 302
+    assert Dataset.objects.filter(pk=dataset.pk).exists()  # a live import is not deleted
+    Dataset.objects.filter(pk=dataset.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
+    assert "worker has probably stopped" in alice_client.get(f"/datasets/{dataset.pk}/").content.decode()
+    alice_client.post(f"/datasets/{dataset.pk}/delete/")
+    assert not Dataset.objects.filter(pk=dataset.pk).exists()
