@@ -53,9 +53,12 @@ CASES = {
     "response_length": "len_min=900",
     "split_eval": "split=eval",
     "combined": "status=completed&finish_reason=stop&reward_max=0.5&step_min=800",
-    "search_common": "q=therefore",
-    "search_rare": "q=sorry",
-    "search_phrase": 'q="let me check"',
+    "search_common": "q=therefore",  # in 35% of the samples
+    "search_2pct": "q=hmm",
+    "search_rare": "q=sorry",  # 0.5%
+    "search_number": "q=777",  # an answer: ~0.1%
+    "search_very_rare": 'q="problem 1234"',  # one prompt of 7,473: ~0.013%
+    "search_phrase": 'q="let me check"',  # 3%
     "sort_reward": "sort=-reward",
     "sort_length": "sort=-response_len",
     "sort_advantage_asc": "sort=advantage",
@@ -223,7 +226,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def measure(user, run, repeat: int) -> dict:
+def measure(user, run, repeat: int, only: list[str] | None = None) -> dict:
     from django.test import Client
 
     client = Client(SERVER_NAME="localhost")  # an allowed host of the default settings
@@ -232,6 +235,8 @@ def measure(user, run, repeat: int) -> dict:
     result = {}
     print(f"\n{'case':22} {'rows':>5} {'p50 ms':>8} {'p95 ms':>8}  query")
     for name, query in CASES.items():
+        if only and name not in only:
+            continue
         url = base + ("?" + query if query else "")
         response = client.get(url)  # warm-up
         assert response.status_code == 200, (url, response.status_code)
@@ -253,10 +258,11 @@ def main():
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--rebuild", action="store_true", help="write the run again even if it is there")
+    parser.add_argument("--cases", nargs="*", choices=list(CASES), help="measure only these cases")
     args = parser.parse_args()
     django_setup()
     user, run = build_run(args.rows, args.rebuild)
-    result = measure(user, run, args.repeat)
+    result = measure(user, run, args.repeat, args.cases)
     worst = max(p95 for _, _, p95 in result.values())
     out = {"bench": "samples", "rows": args.rows, "repeat": args.repeat, "p95_ms": round(worst, 1)}
     out.update({f"{name}_ms": round(p95, 1) for name, (_, _, p95) in result.items()})

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import BooleanField, F, FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
@@ -106,21 +107,24 @@ def _range(q: Q, expr, low, high) -> Q:
     return q
 
 
-def search_condition(text: str):
-    """A boolean expression: the sample's prompt or response contains the words of `text`."""
+def search_condition(text: str, indexable: bool = True):
+    """A boolean expression: the sample's prompt or response contains the words of `text`.
+
+    On Postgres the `@@` operator can use the GIN index; `indexable=False` writes the same test
+    as a function call, which the planner cannot serve from the index (see _search_rows)."""
     if connection.vendor == "postgresql":
         column = f"{connection.ops.quote_name(Trajectory._meta.db_table)}.{connection.ops.quote_name(SEARCH_COLUMN)}"
         # websearch syntax: words (all must occur), "a phrase", -excluded, or.
-        return RawSQL(
-            f"{column} @@ websearch_to_tsquery('simple'::regconfig, %s)",
-            [text],
-            output_field=BooleanField(),
-        )
+        query = "websearch_to_tsquery('simple'::regconfig, %s)"
+        sql = f"{column} @@ {query}" if indexable else f"ts_match_vq({column}, {query})"
+        return RawSQL(sql, [text], output_field=BooleanField())
     # SQLite (embedded mode) has no such index: a plain substring match, fine at its scale.
     return Q(prompt__icontains=text) | Q(response__icontains=text)
 
 
-def filter_samples(qs: QuerySet, filters: SampleFilters) -> QuerySet:
+def filter_samples(qs: QuerySet, filters: SampleFilters, with_search: bool = True) -> QuerySet:
+    """`qs` narrowed by `filters`. `with_search=False` leaves the text search out, for page_of's
+    `search` (which pages through a search faster than a plain filter can)."""
     q = Q()
     if filters.split:
         q &= Q(split=filters.split)
@@ -143,7 +147,7 @@ def filter_samples(qs: QuerySet, filters: SampleFilters) -> QuerySet:
         alias = f"_component_{n}"
         qs = qs.alias(**{alias: Cast(KeyTextTransform(name, "reward_components"), FloatField())})
         qs = qs.filter(_range(Q(), alias, low, high))
-    if filters.search:
+    if filters.search and with_search:
         qs = qs.filter(search_condition(filters.search))
     if filters.flagged:
         from .models import SampleFlag
@@ -232,9 +236,13 @@ class Page:
     descending: bool = True
 
 
-def page_of(qs: QuerySet, sort: str | None = None, after: str | None = None, before: str | None = None, size: int = PAGE_SIZE) -> Page:
+def page_of(
+    qs: QuerySet, sort: str | None = None, after: str | None = None, before: str | None = None, size: int = PAGE_SIZE,
+    search: str = "",
+) -> Page:
     """One keyset page of `qs` (already filtered): the first page, the page after cursor
-    `after`, or the page before cursor `before`."""
+    `after`, or the page before cursor `before`; with `search`, only samples whose text
+    matches it (pass `qs` from filter_samples(..., with_search=False))."""
     option, descending = parse_sort(sort)
     sort_key = ("-" if descending else "") + option.key
     after_values = decode_cursor(after, option)
@@ -243,14 +251,14 @@ def page_of(qs: QuerySet, sort: str | None = None, after: str | None = None, bef
 
     if before_values is not None:
         # Walk backwards: the reverse order from the cursor, then put the rows back in order.
-        rows = list(qs.filter(_after(option, not descending, before_values)).order_by(*_order_by(option, not descending))[: size + 1])
+        rows = _rows(qs.filter(_after(option, not descending, before_values)), option, not descending, size + 1, search)
         has_prev = len(rows) > size
         rows = rows[:size][::-1]
         has_next = True
     else:
         if after_values is not None:
             qs = qs.filter(_after(option, descending, after_values))
-        rows = list(qs.order_by(*_order_by(option, descending))[: size + 1])
+        rows = _rows(qs, option, descending, size + 1, search)
         has_next = len(rows) > size
         rows = rows[:size]
         has_prev = after_values is not None
@@ -266,6 +274,105 @@ def page_of(qs: QuerySet, sort: str | None = None, after: str | None = None, bef
         option=option,
         descending=descending,
     )
+
+
+def _rows(qs: QuerySet, option: SortOption, descending: bool, limit: int, search: str) -> list:
+    order = _order_by(option, descending)
+    if not search:
+        return list(qs.order_by(*order)[:limit])
+    if connection.vendor != "postgresql":
+        return list(qs.filter(search_condition(search)).order_by(*order)[:limit])
+    return _search_rows(qs, order, limit, search, option, descending)
+
+
+# Text search pages: how many samples (in page order) to test before asking the index, and how
+# many matches among them make the words "common" (about 0.4%: below that, fetching and sorting
+# every match costs less than walking past the samples that do not match, on a million samples).
+SEARCH_WINDOW = 2000
+COMMON_MATCHES = 8
+
+
+def _search_rows(qs: QuerySet, order: list, limit: int, search: str, option: SortOption, descending: bool) -> list:
+    """The first `limit` samples of `qs` in `order` that match `search`, chosen so that neither
+    common nor rare words make the first page slow.
+
+    The GIN index finds matching samples but cannot give them in page order: the database must
+    fetch and sort every match, fine for a rare word, slow for one in 3% of a million samples
+    (30,000 rows). Walking the samples in page order and testing each is fast for common words
+    and slow for rare ones. The planner picks between the two by its estimate of how many samples
+    match, and its estimates of phrases ("let me check") are far off. So: walk the first
+    SEARCH_WINDOW samples in page order, testing each in a form the index cannot serve; if that
+    yields the page, done. Otherwise the matches seen there say how common the words are in this
+    run: common, walk on in page order; rare, let the index find them."""
+    last = list(qs.order_by(*order).values_list(*option.columns)[SEARCH_WINDOW - 1 : SEARCH_WINDOW])
+    if not last:  # fewer samples than the window: walking them all is cheap
+        return list(qs.filter(search_condition(search, indexable=False)).order_by(*order)[:limit])
+    # The window: from the top of the order down to and including its last sample.
+    window = _after(option, not descending, list(last[0])) | Q(id=last[0][-1])
+    rows = list(qs.filter(window).filter(search_condition(search, indexable=False)).order_by(*order)[:limit])
+    if len(rows) >= limit:
+        return rows
+    if len(rows) >= COMMON_MATCHES:
+        return list(qs.filter(search_condition(search, indexable=False)).order_by(*order)[:limit])
+    # Rare here. The planner would still walk the run: it estimates a word it has no statistics
+    # for at 0.5% of the samples. Index scans off for this one statement leave it the GIN
+    # bitmap (then a sort of the few matches).
+    probe = _rare_words_query(search)
+    condition = search_condition(search) if probe is None else (_probe_condition(probe) & search_condition(search, indexable=False))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        return list(qs.filter(condition).order_by(*order)[:limit])
+
+
+# Words in more than this fraction of samples ("the", "answer") are left out of the index probe.
+FREQUENT_WORD = 0.05
+_frequent_cache: dict = {"at": -1e9, "words": frozenset()}
+FREQUENT_CACHE_SECONDS = 600
+
+
+def frequent_words() -> frozenset:
+    """Words in more than FREQUENT_WORD of all samples, from the planner's statistics of the
+    search column (read again every few minutes)."""
+    import time
+
+    now = time.monotonic()
+    if now - _frequent_cache["at"] > FREQUENT_CACHE_SECONDS:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT e FROM pg_stats, unnest(most_common_elems::text::text[], most_common_elem_freqs) AS u(e, f) "
+                "WHERE tablename = %s AND attname = %s AND f > %s",
+                [Trajectory._meta.db_table, SEARCH_COLUMN, FREQUENT_WORD],
+            )
+            _frequent_cache.update(at=now, words=frozenset(row[0] for row in cursor.fetchall()))
+    return _frequent_cache["words"]
+
+
+_LEXEME = re.compile(r"'((?:[^']|'')*)'")
+
+
+def _rare_words_query(search: str) -> str | None:
+    """A tsquery of the query's rare words, all required, for the GIN probe; None when the
+    whole query should probe the index (no frequent word in it, or OR / NOT in it).
+
+    GIN answers 'problem <-> 1234' by intersecting the posting lists of both words; when
+    'problem' is in every sample, that costs ~100 ms on a million samples, while '1234' alone
+    costs 5 ms. The full query then checks the few rows the rare words find."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT websearch_to_tsquery('simple'::regconfig, %s)::text", [search])
+        text = cursor.fetchone()[0]
+    if not text or "|" in text or "!" in text:
+        return None
+    words = [word.replace("''", "'") for word in _LEXEME.findall(text)]
+    frequent = frequent_words()
+    rare = [word for word in words if word not in frequent]
+    if not rare or len(rare) == len(words):
+        return None
+    return " & ".join("'" + word.replace("\\", "\\\\").replace("'", "''") + "'" for word in dict.fromkeys(rare))
+
+
+def _probe_condition(probe: str):
+    column = f"{connection.ops.quote_name(Trajectory._meta.db_table)}.{connection.ops.quote_name(SEARCH_COLUMN)}"
+    return RawSQL(f"{column} @@ to_tsquery('simple'::regconfig, %s)", [probe], output_field=BooleanField())
 
 
 def component_names(run: Run, recent: int = 500) -> list[str]:

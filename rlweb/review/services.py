@@ -83,10 +83,11 @@ SCORE_TOLERANCE = 1e-6
 
 
 def spec_snapshot(judger) -> dict:
-    """The judger's validated spec as plain JSON: {"kind": ..., **params}."""
+    """The judger's validated spec as plain JSON, references to other judgers inline:
+    {"kind": ..., **params}. Raises django's ValidationError if it does not validate."""
     from rlweb.judgers.services import resolve_spec
 
-    return resolve_spec(judger).model_dump(mode="json")
+    return resolve_spec(judger)
 
 
 def spec_from_snapshot(snapshot: dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Max
 from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
@@ -43,8 +44,8 @@ def sample_list(request, run_id):
     form, filters = filters_from_query(
         request.GET, components=component_names(run), data_sources=distinct_values(run, "data_source")
     )
-    qs = filter_samples(run_samples(run), filters)
-    page = page_of(qs, request.GET.get("sort"), request.GET.get("after"), request.GET.get("before"))
+    qs = filter_samples(run_samples(run), filters, with_search=False)
+    page = page_of(qs, request.GET.get("sort"), request.GET.get("after"), request.GET.get("before"), search=filters.search)
     component_columns = [name for name, _, _ in form.component_fields]
     rows = list_rows(run, page.rows, component_columns, services.flags_by_sample(row.id for row in page.rows))
     first_page = not request.GET.get("after") and not request.GET.get("before")
@@ -244,7 +245,11 @@ def rejudge_list(request, run_id):
         judger = get_visible_or_404(JudgerConfig, request.user, pk=request.POST.get("judger"))
         # The sample list's filters, as its query string (empty: every sample of the run).
         filters = services.filters_to_json(QueryDict(request.POST.get("filters", "")[:4000]))
-        job = services.start_rejudge(run, request.user, judger, filters)
+        try:
+            job = services.start_rejudge(run, request.user, judger, filters)
+        except ValidationError as exc:
+            messages.error(request, f"The judger “{judger.name}” does not validate: {'; '.join(exc.messages)}")
+            return redirect("review:rejudge_list", run_id=run.pk)
         return redirect("review:rejudge", job_id=job.pk)
     jobs = run.rejudge_jobs.select_related("created_by").defer("spec")[:100]
     return render(request, "review/rejudge_list.html", {"run": run, "jobs": jobs, "form": RejudgeForm(user=request.user)})

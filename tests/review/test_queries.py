@@ -177,3 +177,68 @@ def test_distinct_values_reads_each_value_once(run):
     assert distinct_values(run, "data_source") == ["arith", "gsm8k", "math"]
     with pytest.raises(ValueError):
         distinct_values(run, "prompt")
+
+
+@pytest.mark.parametrize("word", ["common", "rare", "everywhere", "nowhere"])
+@pytest.mark.parametrize("sort", ["-step", "reward", "-response_len"])
+def test_search_pages_match_the_plain_filter_whichever_way_they_are_found(run, monkeypatch, word, sort):
+    from rlweb.review import queries
+
+    monkeypatch.setattr(queries, "SEARCH_WINDOW", 4)  # small, so that every path is taken
+    monkeypatch.setattr(queries, "COMMON_MATCHES", 2)
+    for n in range(30):
+        words = ["everywhere"]
+        if n % 3 == 0:
+            words.append("common")
+        if n in (1, 2):
+            words.append("rare")  # only in the oldest samples: not in the first window
+        make_sample(run, step=n, reward=(n * 7) % 10 / 10, response_len=(n * 11) % 13, response=" ".join(words))
+    _, filters = filters_from_query(QueryDict(f"q={word}"))
+    expected = [row.id for row in page_of(filter_samples(run_samples(run), filters), sort, size=1000).rows]
+    seen, after = [], None
+    while True:
+        page = page_of(filter_samples(run_samples(run), filters, with_search=False), sort, after=after, size=3, search=word)
+        seen.extend(row.id for row in page.rows)
+        if not page.next_cursor:
+            break
+        after = page.next_cursor
+    assert seen == expected
+    assert len(expected) == {"common": 10, "rare": 2, "everywhere": 30, "nowhere": 0}[word]
+
+
+def test_a_search_for_common_words_walks_in_page_order_and_for_rare_ones_uses_the_index(run, monkeypatch):
+    from rlweb.review import queries
+
+    monkeypatch.setattr(queries, "SEARCH_WINDOW", 10)
+    monkeypatch.setattr(queries, "COMMON_MATCHES", 2)
+    for n in range(40):
+        make_sample(run, step=n, response="common" if n % 4 == 0 else ("rare" if n == 1 else "other"))
+
+    def last_query(word):
+        with CaptureQueriesContext(connection) as captured:
+            page_of(run_samples(run), "-step", size=5, search=word)
+        sql = [q["sql"] for q in captured.captured_queries]
+        return "\n".join(sql[-3:]) if "SET LOCAL" in "".join(sql) else sql[-1]
+
+    # 10 newest samples: 2 or 3 "common" (not a page of 6, so the window does not suffice).
+    assert "ts_match_vq" in last_query("common") and "SET LOCAL" not in last_query("common")
+    rare = last_query("rare")
+    assert "SET LOCAL enable_indexscan = off" in rare and "@@ websearch_to_tsquery" in rare
+
+
+def test_the_index_probe_leaves_out_words_found_in_most_samples(run, monkeypatch):
+    from rlweb.review import queries
+
+    monkeypatch.setattr(queries, "SEARCH_WINDOW", 5)
+    monkeypatch.setitem(queries._frequent_cache, "at", -1e9)  # read the statistics again
+    target = make_sample(run, step=0, response="problem 1234 is solved")
+    make_sample(run, step=1, response="problem 12345")
+    for n in range(2, 40):
+        make_sample(run, step=n, response=f"problem {n}")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_trajectory")
+    assert "problem" in queries.frequent_words()
+    assert queries._rare_words_query('"problem 1234"') == "'1234'"
+    assert queries._rare_words_query("problem or 1234") is None  # OR: every word may be the one
+    assert queries._rare_words_query("1234") is None  # nothing to leave out
+    assert [row.id for row in page_of(run_samples(run), "-step", search='"problem 1234"').rows] == [target.id]
