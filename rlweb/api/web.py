@@ -5,14 +5,25 @@ session and is removed from it when shown."""
 
 from django.contrib import messages
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
 
 from . import tokens
 
 NEW_KEY_SESSION = "api_new_token"
 
 
-@require_POST
+def _post_only(view):
+    """A GET (a bookmarked or walked URL) just goes to the profile page; only a POST acts."""
+
+    def wrapped(request):
+        if request.method != "POST":
+            return redirect("accounts:profile")
+        return view(request)
+
+    wrapped.__name__, wrapped.__doc__ = view.__name__, view.__doc__
+    return wrapped
+
+
+@_post_only
 def token_issue(request):
     token = tokens.issue_token(request.user)
     request.session[NEW_KEY_SESSION] = token.key
@@ -20,7 +31,7 @@ def token_issue(request):
     return redirect("accounts:profile")
 
 
-@require_POST
+@_post_only
 def token_revoke(request):
     if tokens.revoke_token(request.user):
         messages.info(request, "API token revoked: scripts using it are refused from now on.")

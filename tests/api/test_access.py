@@ -110,3 +110,17 @@ def test_session_auth_works_for_the_browser_and_needs_csrf_for_writes(client, al
     response = strict.post(f"/api/runs/{alices_run.pk}/cancel/")
     assert response.status_code == 403
     assert "CSRF" in response.json()["error"]["message"]
+
+
+def test_the_docs_page_lists_the_operations_for_a_signed_in_user(alice_client):
+    from django.test import Client
+
+    html = alice_client.get("/api/docs/").content.decode()
+    assert "/api/runs/{id}/cancel/" in html and "RunConfig" in html and "Authorization: Token" in html
+    assert Client().get("/api/docs/").status_code == 401
+
+
+def test_the_schema_is_served_to_signed_in_users_only(api, anon):
+    schema = api.get("/api/schema/?format=json").json()
+    assert schema["openapi"].startswith("3.") and "RunConfig" in schema["components"]["schemas"]
+    assert anon.get("/api/schema/").status_code == 401

@@ -10,7 +10,7 @@ import pytest
 import schemathesis
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from rest_framework.test import APIClient
@@ -26,6 +26,7 @@ from .conftest import make_run_with_data
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 MAX_EXAMPLES = 12
+STATEFUL_EXAMPLES = 25
 CHECKS = [
     "not_a_server_error",
     "status_code_conformance",
@@ -44,8 +45,10 @@ class InTransactionWSGI:
 
     def __init__(self):
         self.handler = WSGIHandler()
+        self.calls = 0
 
     def __call__(self, environ, start_response):
+        self.calls += 1
         request_started.disconnect(close_old_connections)
         request_finished.disconnect(close_old_connections)
         try:
@@ -128,3 +131,25 @@ def test_every_operation_conforms_to_the_served_schema(served_schema):
                 calls += fuzz_operation(operation, mode, failures, real_ids)
     assert not failures, "\n\n".join(failures)
     assert calls > len(operations) * 4
+    assert served_schema.app.calls >= calls
+
+
+def test_stateful_sequences_follow_the_links_between_operations(served_schema):
+    """Sequences of calls along the links schemathesis infers from the schema (a created or
+    listed object's id fed to its detail, actions, children and delete), checked the same way.
+    Each scenario starts from the same database state (a savepoint rolled back after it)."""
+    inference = served_schema.apply_stateful_inference(None)
+    assert inference.total > 20  # links were found: runs, datasets, judgers and their children
+
+    class Scenarios(served_schema.as_state_machine()):
+        def setup(self):
+            self.savepoint = transaction.savepoint()
+
+        def teardown(self):
+            transaction.savepoint_rollback(self.savepoint)
+
+    Scenarios.run(settings=settings(
+        max_examples=STATEFUL_EXAMPLES, stateful_step_count=6, phases=[Phase.generate], deadline=None,
+        suppress_health_check=list(HealthCheck), database=None,
+    ))
+    assert served_schema.app.calls > STATEFUL_EXAMPLES * 2
