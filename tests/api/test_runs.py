@@ -189,3 +189,16 @@ def test_json_types_are_strict_where_the_form_converts_text(api):
     response = api.post("/api/runs/", {"rollout": {"n": "8"}}, format="json")
     assert response.status_code == 400
     assert "rollout.n" in response.json()["error"]["fields"]
+
+
+def test_launching_is_throttled_with_retry_after(api, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"user": "1000/min", "heavy": "2/min"}}
+    codes = [api.post("/api/runs/", {"name": f"r{i}"}, format="json").status_code for i in range(3)]
+    assert codes == [201, 201, 429]
+    throttled = api.post("/api/runs/", {"name": "again"}, format="json")
+    assert throttled.json()["error"]["code"] == "throttled" and int(throttled["Retry-After"]) > 0
+    assert api.get("/api/runs/").status_code == 200  # reading is not a heavy action
+    cache.clear()
