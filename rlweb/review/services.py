@@ -120,6 +120,13 @@ def start_rejudge(run: Run, user, judger, filters: dict | None = None) -> Rejudg
     return job
 
 
+def resume_rejudge(job: RejudgeJob) -> None:
+    from .tasks import rejudge_run
+
+    RejudgeJob.objects.filter(pk=job.pk).update(status=RejudgeJob.Status.QUEUED, cancel_requested=False, error="", finished_at=None)
+    transaction.on_commit(lambda: _enqueue(rejudge_run, job.pk))
+
+
 def _enqueue(task, job_id: int) -> None:
     result = task.delay(job_id)
     RejudgeJob.objects.filter(pk=job_id).update(celery_task_id=result.id or "")

@@ -17,4 +17,5 @@ urlpatterns = [
     path("rejudge/<int:job_id>/", views.rejudge_detail, name="rejudge"),
     path("rejudge/<int:job_id>/progress/", views.rejudge_progress, name="rejudge_progress"),
     path("rejudge/<int:job_id>/cancel/", views.rejudge_cancel, name="rejudge_cancel"),
+    path("rejudge/<int:job_id>/resume/", views.rejudge_resume, name="rejudge_resume"),
 ]

@@ -11,7 +11,6 @@ from django.db.models import Max
 from django.http import Http404, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 
 from rlweb.core.ownership import get_visible_or_404
 from rlweb.judgers.models import JudgerConfig
@@ -169,10 +168,11 @@ def prompt_history(request, run_id, prompt_index):
 # --- flags --------------------------------------------------------------------------------
 
 
-@require_POST
 def flag_create(request, run_id, sample_id):
     run = _run(request, run_id)
     sample = _sample(run, sample_id)
+    if request.method != "POST":  # actions are POSTs; a GET (a followed link) shows the sample
+        return redirect("review:sample", run_id=run.pk, sample_id=sample.pk)
     form = FlagForm(request.POST)
     if form.is_valid():
         services.add_flag(sample, request.user, form.cleaned_data["kind"], form.cleaned_data["note"])
@@ -182,10 +182,11 @@ def flag_create(request, run_id, sample_id):
     return redirect("review:sample", run_id=run.pk, sample_id=sample.pk)
 
 
-@require_POST
 def flag_delete(request, run_id, flag_id):
     run = _run(request, run_id)
     flag = get_object_or_404(SampleFlag, pk=flag_id, run=run)
+    if request.method != "POST":
+        return redirect("review:flags", run_id=run.pk)
     flag.delete()
     messages.success(request, "Flag removed.")
     return redirect(request.POST.get("next") if _is_local(request.POST.get("next")) else reverse("review:flags", args=[run.pk]))
@@ -298,10 +299,18 @@ def rejudge_progress(request, job_id):
     return response
 
 
-@require_POST
+def rejudge_resume(request, job_id):
+    """Queue a failed or cancelled job again: it continues after the last sample it scored."""
+    job = _job(request, job_id)
+    if request.method == "POST" and job.status in (RejudgeJob.Status.FAILED, RejudgeJob.Status.CANCELLED):
+        services.resume_rejudge(job)
+        messages.success(request, "Re-judge job queued again; it continues where it stopped.")
+    return redirect("review:rejudge", job_id=job.pk)
+
+
 def rejudge_cancel(request, job_id):
     job = _job(request, job_id)
-    if job.is_active:
+    if request.method == "POST" and job.is_active:
         RejudgeJob.objects.filter(pk=job.pk).update(cancel_requested=True)
         if job.status == RejudgeJob.Status.QUEUED:
             RejudgeJob.objects.filter(pk=job.pk, status=RejudgeJob.Status.QUEUED).update(status=RejudgeJob.Status.CANCELLED)

@@ -51,6 +51,8 @@
     tr.className = "live-new";
     const sampleUrl = config.dataset.sampleUrl.replace(/\/0\/$/, "/" + encodeURIComponent(sample.id) + "/");
     const first = document.createElement("span");
+    first.appendChild(expandButton(sampleUrl + "response.txt"));
+    first.append(" ");
     const a = link(sampleUrl, "#" + sample.id);
     a.className = "sample-link";
     first.appendChild(a);
@@ -80,6 +82,48 @@
     tr.appendChild(cell(""));
     return tr;
   }
+
+  function expandButton(url) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "expand";
+    button.dataset.url = url;
+    button.setAttribute("aria-expanded", "false");
+    button.title = "show the response here";
+    button.textContent = "▸";
+    return button;
+  }
+
+  // A row's ▸ shows its response in a row below it, fetched on demand (the list itself never
+  // loads response text).
+  table.addEventListener("click", function (event) {
+    const button = event.target.closest("button.expand");
+    if (!button) return;
+    const tr = button.closest("tr");
+    const next = tr.nextElementSibling;
+    if (next && next.classList.contains("response-row")) {
+      next.remove();
+      button.setAttribute("aria-expanded", "false");
+      button.textContent = "▸";
+      return;
+    }
+    button.setAttribute("aria-expanded", "true");
+    button.textContent = "▾";
+    const row = document.createElement("tr");
+    row.className = "response-row";
+    const td = document.createElement("td");
+    td.colSpan = tr.cells.length;
+    const pre = document.createElement("pre");
+    pre.className = "light";
+    pre.textContent = "loading…";
+    td.appendChild(pre);
+    row.appendChild(td);
+    tr.after(row);
+    fetch(button.dataset.url, { credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : Promise.reject(response.status); })
+      .then(function (text) { pre.textContent = text || "(empty response)"; })
+      .catch(function (status) { pre.textContent = "could not load the response (" + status + ")"; });
+  });
 
   function showPending() {
     pendingEl.textContent = "";

@@ -2,10 +2,11 @@
 strip, search, flag, and live samples with the pause toggle. Runs and samples are written
 straight to the database."""
 
+import asyncio
+import threading
 import time
 
 import pytest
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from rlweb.runs.live import group_name
@@ -71,6 +72,9 @@ def test_search_a_word(live_stack, page, alice, run):
     page.wait_for_url("**q=sorry**")
     assert table_rows(page).count() == 1
     assert column(page, ":nth-child(3)") == ["failed"]
+    # The list shows no text; ▸ fetches the response into a row below.
+    page.click("#samples tbody button.expand")
+    page.wait_for_selector("#samples tr.response-row pre:has-text('I am sorry, I cannot.')")
 
 
 def test_flag_a_sample_and_find_it_in_the_flags_list(live_stack, page, alice, run):
@@ -91,7 +95,12 @@ def test_flag_a_sample_and_find_it_in_the_flags_list(live_stack, page, alice, ru
 
 
 def notify(run):
-    async_to_sync(get_channel_layer().group_send)(group_name(run.pk), {"type": "run.updated", "step": 9})
+    """What the worker does after writing samples. Playwright's event loop runs in this thread,
+    so the message goes out from a thread of its own."""
+    message = {"type": "run.updated", "step": 9}
+    sender = threading.Thread(target=lambda: asyncio.run(get_channel_layer().group_send(group_name(run.pk), message)))
+    sender.start()
+    sender.join(10)
 
 
 def test_new_samples_appear_at_the_top_and_pause_holds_them_back(live_stack, page, alice, run):

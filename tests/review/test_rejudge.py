@@ -103,3 +103,23 @@ def test_starting_from_the_page_queues_the_task_and_the_comparison_lists_disagre
     assert f"#{wrong.pk}</a>" in table and table.count("<tr") == 2  # header + the one disagreement
     progress = alice_client.get(f"/review/rejudge/{job.pk}/progress/").content.decode()
     assert "2 / 2 judged" in progress and "<strong>1</strong> disagree" in progress
+
+
+def test_a_cancelled_job_resumes_where_it_stopped(alice_client, run, numeric, monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch.setattr(rejudge_run, "delay", lambda job_id: rejudge_run.apply(args=[job_id]))
+    for s in range(5):
+        make_sample(run, step=s, response=f"#### {s}", label=str(s))
+    job = run_rejudge(job_for(run, numeric, cancel_requested=True).pk, batch=2)
+    assert (job.status, job.done) == ("cancelled", 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        alice_client.post(f"/review/rejudge/{job.pk}/resume/")
+    job.refresh_from_db()
+    assert (job.status, job.done, job.total, RejudgeScore.objects.filter(job=job).count()) == ("completed", 5, 5, 5)
+
+
+def test_bob_cannot_resume_alices_job(client, bob, run, numeric):
+    job = job_for(run, numeric, status="failed")
+    client.force_login(bob)
+    assert client.post(f"/review/rejudge/{job.pk}/resume/").status_code == 404
+    job.refresh_from_db()
+    assert job.status == "failed"
