@@ -18,17 +18,6 @@ from .conftest import small_config
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def presets_dir(tmp_path, monkeypatch):
-    """Two presets in a directory of their own: the CPU demo and another."""
-    demo = small_config(name="tiny demo", rollout={"prompts_per_step": 16, "n": 8}, schedule={"total_steps": 60})
-    other = small_config(name="other", optimizer={"lr": 3e-5})
-    (tmp_path / "tiny-arith-grpo.yaml").write_text(yaml.safe_dump(demo))
-    (tmp_path / "a-gpu-preset.yaml").write_text(yaml.safe_dump(other))
-    monkeypatch.setattr(engine_config, "PRESETS_DIR", tmp_path)
-    return tmp_path
-
-
 def post_data(config: dict, **extra) -> dict:
     """The launch form's POST for a config dict, as a browser would send it."""
     form = LaunchForm(initial={})
