@@ -14,8 +14,9 @@ Why it looks like this:
 - A journal (`out_dir/journal.jsonl`) records, on the caller's thread and before queueing,
   every metric dict and checkpoint the engine reported. It is the reporter's own record of what
   the engine said (tests compare the stored points with it).
-- Resume is exact: the engine continues after its latest checkpoint, so the first step this
-  attempt reports, s, says where. In the transaction of the first batch the reporter deletes
+- Resume is exact: the engine continues after its latest checkpoint, so the first training
+  step this attempt reports, s, says where (an evaluation may repeat an earlier step; it is
+  insert-or-ignore like everything else). In the transaction of the first batch the reporter deletes
   what earlier attempts stored for steps >= s (the engine recomputes them) and puts back, from
   the journal, the points of steps < s that a killed worker had reported but not yet committed
   (insert-or-ignore, so nothing doubles). The curve is then exactly the resumed run's.
@@ -229,7 +230,8 @@ class DBReporter:
             batch.points.extend({"step": step, "name": name, "value": value, "wall_time": wall} for name, value in metrics.items())
             batch.samples.extend(samples)
             batch.last_step = step if batch.last_step is None else max(batch.last_step, step)
-            batch.first_step = step if batch.first_step is None else min(batch.first_step, step)
+            if kind == "step":  # only a trained step says where the engine resumed (evals may repeat)
+                batch.first_step = step if batch.first_step is None else min(batch.first_step, step)
             if kind == "step" and "reward/mean" in metrics:
                 batch.last_reward = metrics["reward/mean"]
             if kind == "eval" and "eval/accuracy" in metrics:

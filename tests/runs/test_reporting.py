@@ -183,3 +183,18 @@ def test_closing_raises_what_the_writer_could_not_write(running, tmp_path):
     with pytest.raises(RuntimeError, match="could not write"):
         reporter.close()
     assert reporter.should_stop()
+
+
+def test_an_evaluation_repeated_after_resuming_does_not_cut_the_curve(running, tmp_path):
+    first = DBReporter(running.pk, 1, tmp_path)
+    for step in range(1, 6):
+        first.log_step(step, {"reward/mean": step * 0.1}, [])
+    first.log_eval(5, {"eval/accuracy": 0.5}, [])
+    first.close()
+    Run.objects.filter(pk=running.pk).update(attempts=2)
+    # Resumed from the checkpoint of step 5 = the last step: the engine only re-evaluates.
+    second = DBReporter(running.pk, 2, tmp_path)
+    second.log_eval(5, {"eval/accuracy": 0.5}, [])
+    second.close()
+    assert [s for s, n, _ in points(running) if n == "reward/mean"] == [1, 2, 3, 4, 5]
+    assert (5, "eval/accuracy", 0.5) in points(running)
