@@ -17,7 +17,7 @@ from rlweb.judgers.models import JudgerConfig
 from workers.rl.judgers.spec import SPEC_BY_KIND
 
 from ..errors import Conflict
-from ..fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictDictField, StrictFloatField, StrictIntegerField  # noqa: F401
+from ..fields import StrictCharField, StrictChoiceField, StrictDictField, StrictFloatField, StrictIntegerField
 from ..pagination import PagePagination
 from ..schema import ErrorSerializer
 from ..serializers.judgers import JudgerSerializer
