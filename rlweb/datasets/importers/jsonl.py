@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from .. import jsoncodec
 from ..validation import RowError
@@ -55,9 +56,15 @@ class JsonlSource(Source):
             yield lineno, record, None
 
 
+# Both JSON parsers say where, as "...: line L column C (char N)" counted inside the text they
+# were given: here one line, so "line 2" would only mean its trailing newline. Say the character.
+_POSITION = re.compile(r":? line \d+ column \d+ \(char (\d+)\)")
+
+
 def _line_error(line: bytes, exc: Exception) -> RowError:
     try:
         line.decode("utf-8")
     except UnicodeDecodeError as bad:
         return RowError("", f"invalid UTF-8 at byte {bad.start + 1} of the line", "invalid_utf8")
-    return RowError("", f"not valid JSON: {exc}", "bad_json")
+    message = _POSITION.sub(lambda m: f" (at character {int(m.group(1)) + 1})", str(exc))
+    return RowError("", f"not valid JSON: {message}", "bad_json")
