@@ -18,6 +18,7 @@ class DatasetRowAdmin(admin.ModelAdmin):
     search_fields = ("prompt", "answer")
     list_select_related = ("dataset",)
     raw_id_fields = ("dataset",)
+    show_full_result_count = False  # counting millions of rows on every page is slow
 
     @admin.display(description="prompt")
     def short_prompt(self, row):

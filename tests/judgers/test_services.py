@@ -130,3 +130,14 @@ def test_dry_run_thresholds_follow_each_kinds_best_score(alice, tmp_path):
     report = services.dry_run(weighted, dataset)
     assert report.pass_rate == 1.0 and report.mean_score == 2.0
     assert services.dry_run(weighted, dataset, threshold=2.5).passed == 0
+
+
+def test_a_dry_run_through_an_http_judger_uses_one_client_for_every_row(alice, reward_service):
+    dataset = generate_arith_dataset(alice, "arith", n_train=40, n_eval=0, seed=0)
+    judger = services.save_judger(alice, "remote", "http", {"url": reward_service.url, "timeout_s": 5, "retries": 0, "max_concurrency": 8})
+    report = services.dry_run(judger, dataset)
+    assert (report.total, report.passed) == (40, 40)
+    assert len(reward_service.requests) == 40
+    reward_service.mode = "garbage"
+    report = services.dry_run(judger, dataset, 5)
+    assert report.errors == 5 and "not JSON" in report.failing_rows[0]["error"]
