@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest, JsonRespo
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from rlweb.core.ownership import get_visible_or_404
 from workers.rl.config import ConfigError, RunConfig, list_presets, load_preset, parse_config
@@ -190,9 +190,10 @@ def _as_post(flat: dict) -> dict:
     return out
 
 
-@require_POST
 def run_estimate(request):
-    """htmx: the estimate box for the form's current values."""
+    """htmx: the estimate box for the form's current values (POST; a GET goes to the form)."""
+    if request.method != "POST":
+        return redirect("runs:new")
     form = _make_form(request, data=request.POST)
     estimate, errors = None, []
     if form.is_valid():
@@ -307,9 +308,10 @@ def run_config_yaml(request, pk):
     return _yaml_response(config, run.name)
 
 
-@require_POST
 def run_cancel(request, pk):
     run = get_visible_or_404(Run, request.user, pk=pk)
+    if request.method != "POST":  # changes happen on POST only (CSRF); a GET shows the run
+        return redirect("runs:detail", pk=pk)
     try:
         services.cancel_run(run, request.user)
     except PermissionDenied:
@@ -321,9 +323,10 @@ def run_cancel(request, pk):
     return redirect("runs:detail", pk=pk)
 
 
-@require_POST
 def run_resume(request, pk):
     run = get_visible_or_404(Run, request.user, pk=pk)
+    if request.method != "POST":
+        return redirect("runs:detail", pk=pk)
     try:
         run = services.resume_run(run, request.user)
     except PermissionDenied:
