@@ -4,6 +4,7 @@ shapes the detail pages show (token heat strip, response diff, a prompt's histor
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import difflib
 import json
 import logging
@@ -173,43 +174,61 @@ def run_rejudge(job_id: int, batch: int = REJUDGE_BATCH) -> RejudgeJob:
     return job
 
 
+class _JudgingLoop:
+    """An event loop on a thread of its own for the async judger, so that a job runs the same
+    from a Celery worker and from a caller with an event loop running in its thread."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rejudge")
+
+    def run(self, coroutine):
+        return self.thread.submit(self.loop.run_until_complete, coroutine).result()
+
+    def close(self):
+        self.thread.submit(self.loop.close).result()
+        self.thread.shutdown()
+
+
+SCORE_COLUMNS = ("job_id", "trajectory_id", "score", "old_score", "components", "explanation", "status", "disagrees")
+
+
+def _score_records(job_id: int, rows: list[dict], judged: list) -> tuple[list[tuple], int, int]:
+    """RejudgeScore rows (SCORE_COLUMNS) for judged samples, and how many disagree / failed."""
+    from workers.rl.sample import SampleStatus
+
+    records, n_disagree, n_failed = [], 0, 0
+    for row, sample in zip(rows, judged):
+        failed = sample.status == SampleStatus.FAILED
+        score = None if failed else sample.score
+        differs = disagrees(row["reward"], score)
+        n_disagree += differs
+        n_failed += failed
+        components = {} if failed else {k: v for k, v in sample.reward.items() if k != "score" and math.isfinite(v)}
+        # A failed verdict's explanation is the error. NUL cannot be stored in a text column.
+        explanation = ((sample.error or "") if failed else sample.explanation)[:10_000].replace("\x00", "")
+        records.append((job_id, row["id"], score, row["reward"], components, explanation, "failed" if failed else "completed", differs))
+    return records, n_disagree, n_failed
+
+
 def _run_rejudge(job: RejudgeJob, batch: int) -> None:
     from workers.rl.judgers.build import build_judger
-    from workers.rl.sample import SampleStatus
 
     # In this process, never on Ray: a re-judge is a background chore of the web side.
     judger = build_judger(spec_from_snapshot(job.spec), use_ray=False)
     _, filters = filters_from_query(filters_from_json(job.filters))
     samples = filter_samples(run_samples(job.run), filters)
-    total = samples.count()
     last_id = job.scores.order_by("-trajectory_id").values_list("trajectory_id", flat=True).first() or 0
-    RejudgeJob.objects.filter(pk=job.pk).update(status=RejudgeJob.Status.RUNNING, total=total, started_at=job.started_at or timezone.now())
-    columns = ("job_id", "trajectory_id", "score", "old_score", "components", "explanation", "status", "disagrees")
-    loop = asyncio.new_event_loop()
+    RejudgeJob.objects.filter(pk=job.pk).update(
+        status=RejudgeJob.Status.RUNNING, total=samples.count(), started_at=job.started_at or timezone.now()
+    )
+    loop = _JudgingLoop()
     try:
-        while True:
-            rows = list(
-                samples.filter(id__gt=last_id).order_by("id").values(
-                    "id", "uid", "group_id", "prompt", "response", "label", "data_source", "prompt_index", "reward", "response_len"
-                )[:batch]
-            )
-            if not rows:
-                break
-            judged = loop.run_until_complete(judger.judge_many([_sample_of(row) for row in rows]))
-            records, n_disagree, n_failed = [], 0, 0
-            for row, sample in zip(rows, judged):
-                failed = sample.status == SampleStatus.FAILED
-                score = None if failed else sample.score
-                differs = disagrees(row["reward"], score)
-                n_disagree += differs
-                n_failed += failed
-                components = {k: v for k, v in sample.reward.items() if k != "score" and math.isfinite(v)} if not failed else {}
-                explanation = (sample.error or "") if failed else sample.explanation
-                # NUL cannot be stored in a text column.
-                explanation = explanation[:10_000].replace("\x00", "")
-                records.append((job.pk, row["id"], score, row["reward"], components, explanation, "failed" if failed else "completed", differs))
+        while rows := list(samples.filter(id__gt=last_id).order_by("id").values(*JUDGED_FIELDS)[:batch]):
+            judged = loop.run(judger.judge_many([_sample_of(row) for row in rows]))
+            records, n_disagree, n_failed = _score_records(job.pk, rows, judged)
             with transaction.atomic():
-                copy_rows(RejudgeScore, columns, records)
+                copy_rows(RejudgeScore, SCORE_COLUMNS, records)
                 RejudgeJob.objects.filter(pk=job.pk).update(
                     done=F("done") + len(rows),
                     disagree=F("disagree") + n_disagree,
@@ -223,9 +242,12 @@ def _run_rejudge(job: RejudgeJob, batch: int) -> None:
         RejudgeJob.objects.filter(pk=job.pk).update(status=RejudgeJob.Status.COMPLETED, finished_at=timezone.now())
     finally:
         try:
-            loop.run_until_complete(judger.aclose())
+            loop.run(judger.aclose())
         finally:
             loop.close()
+
+
+JUDGED_FIELDS = ("id", "uid", "group_id", "prompt", "response", "label", "data_source", "prompt_index", "reward", "response_len")
 
 
 def score_pairs(job: RejudgeJob, limit: int = 12) -> list[dict]:

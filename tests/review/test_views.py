@@ -164,9 +164,12 @@ def test_staff_may_review_anyones_run(client, staff, run, sample):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_under_asgi_the_export_is_sent_chunk_by_chunk(alice, monkeypatch):
+def test_under_asgi_the_export_is_sent_chunk_by_chunk(alice, monkeypatch):
     """Django would read a plain iterator to the end before sending it under ASGI; the export
     hands daphne an asynchronous one, so each chunk of samples goes out as it is read."""
+    import asyncio
+    import threading
+
     from asgiref.sync import sync_to_async
     from django.db import connections
     from django.test import AsyncClient
@@ -174,15 +177,24 @@ async def test_under_asgi_the_export_is_sent_chunk_by_chunk(alice, monkeypatch):
     from rlweb.review import services
 
     monkeypatch.setattr(services, "EXPORT_CHUNK", 2)
-    run = await sync_to_async(make_run)(alice)
+    run = make_run(alice)
     for step in range(5):
-        await sync_to_async(make_sample)(run, step=step)
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(alice)
-    response = await client.get(f"/review/runs/{run.pk}/export.jsonl")
-    assert response.is_async
-    chunks = [chunk async for chunk in response.streaming_content]
-    # The test client keeps Django from closing the request thread's connection: close it here,
-    # so that the test database can be dropped at the end of the session.
-    await sync_to_async(connections.close_all)()
-    assert [chunk.count(b"\n") for chunk in chunks] == [2, 2, 1]
+        make_sample(run, step=step)
+    got = {}
+
+    async def download():
+        client = AsyncClient()
+        await sync_to_async(client.force_login)(alice)
+        response = await client.get(f"/review/runs/{run.pk}/export.jsonl")
+        got["is_async"] = response.is_async
+        got["chunks"] = [chunk async for chunk in response.streaming_content]
+        # The test client keeps Django from closing the request thread's connection: close it
+        # here, so that the test database can be dropped at the end of the session.
+        await sync_to_async(connections.close_all)()
+
+    # An event loop of its own, on a thread of its own (a browser test may run one in this one).
+    downloader = threading.Thread(target=lambda: asyncio.run(download()))
+    downloader.start()
+    downloader.join(60)
+    assert got["is_async"]
+    assert [chunk.count(b"\n") for chunk in got["chunks"]] == [2, 2, 1]
