@@ -129,13 +129,12 @@ class TrainController:
                 # Norm gains and biases are not decayed (they are not "weights" of a linear map).
                 (decay if p.ndim >= 2 else no_decay).append(p)
         self.params = decay + no_decay
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": opt.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=opt.lr,
-            betas=tuple(opt.betas),
-            eps=1e-8,
-            foreach=True,
-        )
+        groups = [{"params": decay, "weight_decay": opt.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        try:
+            # The fused kernel updates every parameter in one pass (about 2x faster than foreach on CPU).
+            self.optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=tuple(opt.betas), eps=1e-8, fused=True)
+        except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
+            self.optimizer = torch.optim.AdamW(groups, lr=opt.lr, betas=tuple(opt.betas), eps=1e-8, foreach=True)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, _LrLambda(opt.schedule, opt.warmup_steps, run_cfg.schedule.total_steps)
         )
