@@ -74,3 +74,13 @@ def test_the_kinds_list_their_params_schema(api):
     kinds = {k["kind"]: k for k in api.get("/api/judgers/kinds/").json()}
     assert {"numeric", "regex", "router", "http"} <= set(kinds)
     assert "pattern" in kinds["regex"]["params_schema"]["properties"]
+
+
+def test_a_urls_secrets_are_masked_and_a_read_modify_write_keeps_them(api):
+    body = {"name": "svc", "kind": "http", "params": {"url": "http://user:pw@127.0.0.1:9/score?key=abc"}}
+    created = api.post("/api/judgers/", body, format="json").json()
+    assert "pw" not in created["params"]["url"] and "abc" not in created["params"]["url"]
+    params = {**created["params"], "timeout_s": 5.0}
+    params.pop("headers", None)
+    assert api.put(f"/api/judgers/{created['id']}/", {"name": "svc", "kind": "http", "params": params}, format="json").status_code == 200
+    assert JudgerConfig.objects.get(pk=created["id"]).params["url"] == "http://user:pw@127.0.0.1:9/score?key=abc"

@@ -99,7 +99,13 @@ def _ready_datasets(user):
 
 
 def _keep_secret_headers(params: dict, instance) -> dict:
-    """'•••' as a header value keeps the stored value (as on the judger form)."""
+    """'•••' as a header value keeps the stored value (as on the judger form); the URL as this
+    API shows it (secrets masked) keeps the stored URL, so a read-modify-write loses nothing."""
+    from rlweb.judgers.forms import _public_url
+
+    stored_url = (instance.params or {}).get("url") if instance else None
+    if isinstance(stored_url, str) and params.get("url") == _public_url(stored_url):
+        params = {**params, "url": stored_url}
     headers = params.get("headers")
     if not isinstance(headers, dict):
         return params
