@@ -190,7 +190,8 @@ class ConfigError(ValueError):
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     out = []
     for err in exc.errors():
-        # Drop the discriminator tag pydantic inserts for tagged unions (e.g. judger.numeric.x).
+        # Tagged unions keep their tag in the path (judger.numeric.tolerance): it says which
+        # judger kind the value was validated as.
         loc = [str(p) for p in err["loc"]]
         out.append((".".join(loc), err["msg"]))
     return out
