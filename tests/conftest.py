@@ -64,8 +64,11 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     stack.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium, per test module. Playwright's sync API marks an event loop as running in the
+    test thread while it is started; a session-wide browser would leave it so for every later
+    test, and asyncio.run / async_to_sync there would refuse to run."""
     from tests.support.browser import CHROMIUM_ARGS, chromium_path
 
     path = chromium_path()

@@ -8,22 +8,6 @@ from tests.support.browser import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Chromium for this module only. Playwright's sync API marks an event loop as running in
-    the test thread for as long as it is started; the session-wide fixture would leave it so
-    for every later test, and asyncio.run / async_to_sync there would refuse to run."""
-    from playwright.sync_api import sync_playwright
-
-    from tests.support.browser import CHROMIUM_ARGS, chromium_path
-
-    path = chromium_path()
-    if not path:
-        pytest.fail("Debian's chromium is not installed (scripts/test.sh installs it)")
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
 
 
 def test_a_judger_is_built_in_the_page_and_tried_without_leaving_it(live_stack, page, alice):
