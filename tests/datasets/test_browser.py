@@ -11,8 +11,6 @@ from tests.support.browser import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-
-
 def upload(page, base_url, path, name, skip_bad_rows=False):
     page.goto(f"{base_url}/datasets/new/")
     page.set_input_files("#upload input[type=file]", str(path))

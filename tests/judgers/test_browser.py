@@ -8,8 +8,6 @@ from tests.support.browser import log_in
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-
-
 def test_a_judger_is_built_in_the_page_and_tried_without_leaving_it(live_stack, page, alice):
     log_in(page, live_stack.url, "alice", "alice-password-1")
     page.goto(f"{live_stack.url}/judgers/new/")
