@@ -20,7 +20,7 @@ from . import services
 from .forms import FlagForm, RejudgeForm, filters_from_query
 from .models import RejudgeJob, SampleFlag
 from .presenters import list_rows
-from .queries import SORTS, component_names, distinct_values, filter_samples, page_of, run_samples
+from .queries import SORTS, component_names, distinct_values, sample_page
 
 
 def _run(request, run_id) -> Run:
@@ -43,8 +43,7 @@ def sample_list(request, run_id):
     form, filters = filters_from_query(
         request.GET, components=component_names(run), data_sources=distinct_values(run, "data_source")
     )
-    qs = filter_samples(run_samples(run), filters, with_search=False)
-    page = page_of(qs, request.GET.get("sort"), request.GET.get("after"), request.GET.get("before"), search=filters.search)
+    page = sample_page(run, filters, request.GET.get("sort"), request.GET.get("after"), request.GET.get("before"))
     component_columns = [name for name, _, _ in form.component_fields]
     rows = list_rows(run, page.rows, component_columns, services.flags_by_sample(row.id for row in page.rows))
     first_page = not request.GET.get("after") and not request.GET.get("before")

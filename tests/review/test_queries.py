@@ -242,3 +242,54 @@ def test_the_index_probe_leaves_out_words_found_in_most_samples(run, monkeypatch
     assert queries._rare_words_query("problem or 1234") is None  # OR: every word may be the one
     assert queries._rare_words_query("1234") is None  # nothing to leave out
     assert [row.id for row in page_of(run_samples(run), "-step", search='"problem 1234"').rows] == [target.id]
+
+
+@pytest.mark.parametrize("sort", ["-step", "reward", "-advantage", "status"])
+def test_component_filters_page_through_bounded_scans_and_miss_nothing(run, monkeypatch, sort):
+    from rlweb.review import queries
+    from rlweb.review.queries import sample_page
+
+    monkeypatch.setattr(queries, "SCAN_WINDOW", 5)
+    for n in range(23):
+        correct = 1.0 if n in (0, 1, 7, 8, 9, 10, 11, 12, 13, 22) else 0.0
+        make_sample(run, step=n, reward=[None, 0.5, 1.0][n % 3], advantage=n % 4 or None, status=["completed", "failed"][n % 2],
+                    reward_components={"correct": correct}, response="needle" if n % 2 else "hay")
+    for query in ("cmin.correct=1", "cmin.correct=1&q=needle", "cmin.correct=5"):
+        _, filters = filters_from_query(QueryDict(query), components=["correct"])
+        expected = [row.id for row in page_of(filter_samples(run_samples(run), filters), sort, size=1000).rows]
+        seen, after, pages = [], None, []
+        for _ in range(50):
+            page = sample_page(run, filters, sort, after=after, size=3)
+            pages.append(page)
+            seen.extend(row.id for row in page.rows)
+            if not page.next_cursor:
+                break
+            after = page.next_cursor
+        assert seen == expected, query
+        assert any(page.scanned == 5 for page in pages)  # pages that ran out of window say so
+        # Walking back from the last page with rows, by the previous-page links, finds the same.
+        with_rows = [page for page in pages if page.rows]
+        if not with_rows:
+            continue
+        back, page = [], with_rows[-1]
+        back[:0] = [row.id for row in page.rows]
+        for _ in range(50):
+            if not page.prev_cursor:
+                break
+            page = sample_page(run, filters, sort, before=page.prev_cursor, size=3)
+            back[:0] = [row.id for row in page.rows]
+        assert back == expected, query
+
+
+def test_a_component_filter_that_matches_nothing_answers_after_one_bounded_scan(run, monkeypatch):
+    from rlweb.review import queries
+    from rlweb.review.queries import sample_page
+
+    monkeypatch.setattr(queries, "SCAN_WINDOW", 4)
+    for n in range(10):
+        make_sample(run, step=n, reward_components={"correct": 0.0})
+    _, filters = filters_from_query(QueryDict("cmin.correct=1"), components=["correct"])
+    with CaptureQueriesContext(connection) as captured:
+        page = sample_page(run, filters)
+    assert page.rows == [] and page.scanned == 4 and page.next_cursor
+    assert len(captured.captured_queries) == 2  # where the window ends, then the window itself
