@@ -59,7 +59,7 @@ class StepClock:
         return [b - a for a, b in zip(self.times, self.times[1:])]
 
 
-def demo_config(steps: int, in_process: bool):
+def demo_config(steps: int, in_process: bool, threads: int):
     from workers.rl.config import RunConfig, list_presets, load_preset
 
     if DEMO_PRESET in list_presets():
@@ -70,6 +70,9 @@ def demo_config(steps: int, in_process: bool):
     config.schedule.checkpoint_every = max(1, steps // 2)
     if in_process:
         config.resources.use_ray = False
+    # One torch thread: on a shared 2-core machine, spinning intra-op threads turn a neighbour's
+    # burst into 10x slower steps for whichever side is running, which drowns what we measure.
+    config.resources.torch_threads = threads
     return config, source
 
 
@@ -108,7 +111,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--in-process", action="store_true")
     args = parser.parse_args()
-    setup(threads=int(os.environ.get("BENCH_THREADS", "2")))
+    threads = int(os.environ.get("BENCH_THREADS", "1"))
+    setup(threads=threads)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlweb.settings")
     if not os.environ.get("DATABASE_URL"):
@@ -123,7 +127,7 @@ def main():
 
     call_command("migrate", verbosity=0)
     user, _ = get_user_model().objects.get_or_create(username="bench")
-    config, source = demo_config(args.steps, args.in_process)
+    config, source = demo_config(args.steps, args.in_process, threads)
     where = "in-process" if not config.resources.use_ray else "Ray actor"
     print(f"CPU demo from {source}: {args.steps} steps, {config.rollout.prompts_per_step}x{config.rollout.n} samples/step, "
           f"{config.schedule.log_samples} samples reported/step, engine as a {where}")

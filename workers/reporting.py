@@ -249,7 +249,10 @@ class DBReporter:
 
     def _commit(self, batch: _Batch):
         with transaction.atomic():
-            self._fence()
+            # First statement: the run's progress, only if the run is still this attempt's. The
+            # UPDATE also locks the row, so a resume (which updates it too) and this write
+            # happen one after the other, never interleaved.
+            self._fence_and_progress(batch)
             if self._first_batch and batch.first_step is not None:
                 self._start_curve_at(batch.first_step)
             if batch.points:
@@ -265,14 +268,21 @@ class DBReporter:
                 )
             if batch.deleted_checkpoints:
                 Checkpoint.objects.filter(run_id=self.run_id, step__in=batch.deleted_checkpoints).update(deleted=True)
-            updates = {"heartbeat_at": timezone.now()}
-            if batch.last_step is not None:
-                updates["current_step"] = Greatest(F("current_step"), batch.last_step)
-            if batch.last_reward is not None:
-                updates["last_reward"] = batch.last_reward
-            if batch.last_eval_accuracy is not None:
-                updates["last_eval_accuracy"] = batch.last_eval_accuracy
-            Run.objects.filter(pk=self.run_id).update(**updates)
+
+    def _fence_and_progress(self, batch: _Batch):
+        updates = {"heartbeat_at": timezone.now()}
+        if batch.last_step is not None:
+            updates["current_step"] = Greatest(F("current_step"), batch.last_step)
+        if batch.last_reward is not None:
+            updates["last_reward"] = batch.last_reward
+        if batch.last_eval_accuracy is not None:
+            updates["last_eval_accuracy"] = batch.last_eval_accuracy
+        if Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING, attempts=self.attempt).update(**updates):
+            return
+        row = Run.objects.filter(pk=self.run_id).values_list("status", "attempts").first()
+        if row is None:
+            raise RunFenced("the run was deleted")
+        raise RunFenced(f"the run is now {row[0]} (attempt {row[1]}), not attempt {self.attempt}'s")
 
     def _start_curve_at(self, step: int):
         """First report of this attempt, at `step`: see the module docstring (exact resume)."""
@@ -288,16 +298,6 @@ class DBReporter:
             log.info("run %s: attempt %s starts at step %s; %s earlier points checked from the journal", self.run_id, self.attempt, step, len(rows))
         self._first_batch = False
         self._earlier_points = {}
-
-    def _fence(self):
-        """Lock the run row (the resume transaction waits for us, we wait for it) and check
-        it is still ours."""
-        row = Run.objects.select_for_update().filter(pk=self.run_id).values_list("status", "attempts").first()
-        if row is None:
-            raise RunFenced("the run was deleted")
-        status, attempts = row
-        if attempts != self.attempt or status != Run.Status.RUNNING:
-            raise RunFenced(f"the run is now {status} (attempt {attempts}), not attempt {self.attempt}'s")
 
     def _notify(self, loop, step):
         from channels.layers import get_channel_layer

@@ -29,14 +29,6 @@ def _default(field: models.Field):
     return field.get_default()  # the declared default, else "" for text columns, else None
 
 
-def _copy_value(field: models.Field, value):
-    if value is None:
-        return None
-    if isinstance(field, models.JSONField):
-        return json.dumps(value)  # parsed by the server into the jsonb column
-    return value
-
-
 def insert_ignore(model, rows: list[dict], batch_size: int = 2000) -> None:
     """Insert `rows` (dicts of field attnames -> values; missing fields take their defaults)."""
     if not rows:
@@ -57,15 +49,22 @@ def _copy_insert_ignore(model, rows: list[dict]) -> None:
     with connection.cursor() as cursor:
         raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
         # Same column types, no constraints; one per database session, emptied at every commit
-        # (and here, in case of a second call in the same transaction).
+        # (and here, in case of a second call in the same transaction). One round trip: Django's
+        # psycopg cursor binds client-side, so both statements go as one simple query. (Not
+        # remembered per session: a rolled-back transaction takes a new temp table with it.)
         raw.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
-            f"SELECT {cols} FROM {connection.ops.quote_name(table)} WITH NO DATA"
+            f"SELECT {cols} FROM {connection.ops.quote_name(table)} WITH NO DATA; TRUNCATE {stage}"
         )
-        raw.execute(f"TRUNCATE {stage}")
+        plan = [(f.attname, defaults[f.attname], isinstance(f, models.JSONField)) for f in fields]
+        dumps = json.dumps
         with raw.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row([_copy_value(f, row[f.attname] if f.attname in row else defaults[f.attname]) for f in fields])
+                values = []
+                for name, default, is_json in plan:
+                    value = row.get(name, default)
+                    values.append(dumps(value) if is_json and value is not None else value)
+                copy.write_row(values)
         raw.execute(
             f"INSERT INTO {connection.ops.quote_name(table)} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING"
         )
