@@ -221,9 +221,9 @@ def build_micro_batch(samples: list[Sample], rows: list[list[Unit]], pad_id: int
 
 
 def default_row_tokens(model, longest: int, budget: int) -> int:
-    """Row length for packing. Attention over a packed row costs ~ row length per token while the
-    linear layers cost ~ hidden size per token, so rows of about 2 x hidden keep attention a small
-    share of the forward (one row holding the whole batch would make it quadratic); never shorter
-    than the longest sequence, never longer than the budget."""
+    """Row length for packing. Per token, attention over a row of L tokens costs about 4*L*h
+    flops and the linear layers about 24*h^2 (h = hidden size), so rows of about h tokens keep
+    attention near a sixth of the forward, where one row holding the whole batch would make it
+    quadratic. Never shorter than the longest sequence, never longer than the budget."""
     hidden = int(getattr(getattr(model, "config", None), "hidden_size", 1024) or 1024)
-    return max(longest, min(budget, 2 * hidden))
+    return max(longest, min(budget, hidden))
