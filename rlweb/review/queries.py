@@ -118,8 +118,20 @@ def search_condition(text: str, indexable: bool = True):
         query = "websearch_to_tsquery('simple'::regconfig, %s)"
         sql = f"{column} @@ {query}" if indexable else f"ts_match_vq({column}, {query})"
         return RawSQL(sql, [text], output_field=BooleanField())
-    # SQLite (embedded mode) has no such index: a plain substring match, fine at its scale.
-    return Q(prompt__icontains=text) | Q(response__icontains=text)
+    # SQLite (embedded mode) has no such index: substring matches, fine at its scale, for the
+    # same syntax (words all required, "a phrase", -excluded; "or" is not understood here).
+    condition = Q()
+    for term in _TERM.findall(text):
+        excluded = term.startswith("-")
+        term = term.lstrip("-").strip('"')
+        if not term or term.lower() == "or":
+            continue
+        found = Q(prompt__icontains=term) | Q(response__icontains=term)
+        condition &= ~found if excluded else found
+    return condition
+
+
+_TERM = re.compile(r'-?"[^"]*"|\S+')
 
 
 def filter_samples(qs: QuerySet, filters: SampleFilters, with_search: bool = True, with_components: bool = True) -> QuerySet:
