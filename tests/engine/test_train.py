@@ -94,9 +94,10 @@ def test_packed_logprobs_equal_per_sequence_forward(attn, share_prompt):
     plans = controller.plan(model, samples, list(range(len(samples))))
     assert len(plans) > 1
     assert any(len(mb.order) > mb.input_ids.shape[0] for mb in plans), "no row holds two sequences"
+    # A response's last token is a target only, never an input; shared prompts are fed once.
     fed = sum(mb.tokens - mb.pad_tokens for mb in plans)
-    total = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
-    assert (fed < total) if share_prompt else (fed == total)
+    separate = sum(len(s.prompt_ids) + len(s.response_ids) - 1 for s in samples)
+    assert (fed < separate) if share_prompt else (fed == separate)
     packed = controller.compute_logprobs(model, samples)
     expected = unpacked_logprobs(model, samples, temperature=0.7)
     for got, want in zip(packed, expected):
@@ -113,7 +114,7 @@ def test_a_kernel_without_custom_masks_packs_by_position_ids():
     plans = controller.plan(model, samples, list(range(len(samples))))
     model.config._attn_implementation = "sdpa"
     assert all(mb.attention_mask is None for mb in plans)
-    assert sum(mb.tokens - mb.pad_tokens for mb in plans) == sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+    assert sum(mb.tokens - mb.pad_tokens for mb in plans) == sum(len(s.prompt_ids) + len(s.response_ids) - 1 for s in samples)
     got = []
     with torch.no_grad():
         for mb in plans:

@@ -8,7 +8,8 @@ samples of a GRPO group do). In a row, a unit is laid out as
 and the attention mask lets every response see the whole prompt and its own earlier tokens, but
 never another response or another unit. The prompt's hidden states are thus computed once for the
 whole group instead of n times, and gradients through them are exactly the sum over the n
-responses, as in n separate sequences. Units are packed first-fit-decreasing into rows; rows into
+responses, as in n separate sequences. A response's last token is scored but not fed: no kept
+logit depends on its hidden state (nothing attends to it), so feeding it would be wasted work. Units are packed first-fit-decreasing into rows; rows into
 micro-batches bounded by a token budget. The only padding is the tail of each row.
 
 Attention implementations: `sdpa` takes a boolean 4D mask and `eager` an additive float one
@@ -30,7 +31,7 @@ from workers.rl.sample import Sample
 class Unit:
     prompt: list[int]
     members: list[int]  # indices (into the caller's sample list) of the responses that follow the prompt
-    length: int  # tokens: prompt + all member responses
+    length: int  # tokens fed: the prompt + every member response but its last token
 
 
 @dataclass
@@ -68,7 +69,7 @@ def make_units(samples: list[Sample], indices: list[int], share_prompt: bool, ro
     `row_tokens` tokens (a single response longer than that still forms a unit)."""
     if not share_prompt:
         return [
-            Unit(list(samples[i].prompt_ids), [i], len(samples[i].prompt_ids) + len(samples[i].response_ids))
+            Unit(list(samples[i].prompt_ids), [i], len(samples[i].prompt_ids) + len(samples[i].response_ids) - 1)
             for i in indices
         ]
     by_prompt: dict[tuple[int, ...], list[int]] = {}
@@ -79,7 +80,7 @@ def make_units(samples: list[Sample], indices: list[int], share_prompt: bool, ro
         current: list[int] = []
         length = len(prompt)
         for i in members:
-            n = len(samples[i].response_ids)
+            n = len(samples[i].response_ids) - 1  # fed tokens (see the module docstring)
             if current and length + n > row_tokens:
                 units.append(Unit(list(prompt), current, length))
                 current, length = [], len(prompt)
@@ -165,14 +166,15 @@ def build_micro_batch(samples: list[Sample], rows: list[list[Unit]], pad_id: int
                 response = samples[i].response_ids
                 n = len(response)
                 start = len(ids)
-                ids.extend(response)
-                pos.extend(range(p, p + n))
-                block.extend([next_id] * n)
-                unit_of.extend([unit_id] * n)
-                is_prompt.extend([False] * n)
+                fed = n - 1  # the last token is only a target: nothing after it needs its state
+                ids.extend(response[:fed])
+                pos.extend(range(p, p + fed))
+                block.extend([next_id] * fed)
+                unit_of.extend([unit_id] * fed)
+                is_prompt.extend([False] * fed)
                 # logits at a position predict the next token: response token 0 is scored at the
                 # prompt's last position (shared by the unit), token j at response position j-1.
-                keep.extend([True] * (n - 1) + [False])
+                keep.extend([True] * fed)
                 sources.append(prompt_last)
                 sources.extend(range(start, start + n - 1))
                 next_id += 1
