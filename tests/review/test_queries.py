@@ -188,10 +188,10 @@ def test_distinct_values_reads_each_value_once(run):
 @pytest.mark.parametrize("word", ["common", "rare", "everywhere", "nowhere"])
 @pytest.mark.parametrize("sort", ["-step", "reward", "-response_len"])
 def test_search_pages_match_the_plain_filter_whichever_way_they_are_found(run, monkeypatch, word, sort):
-    from rlweb.review import queries
+    from rlweb.review import search
 
-    monkeypatch.setattr(queries, "SEARCH_WINDOW", 4)  # small, so that every path is taken
-    monkeypatch.setattr(queries, "COMMON_MATCHES", 2)
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 4)  # small, so that every path is taken
+    monkeypatch.setattr(search, "COMMON_MATCHES", 2)
     for n in range(30):
         words = ["everywhere"]
         if n % 3 == 0:
@@ -214,10 +214,10 @@ def test_search_pages_match_the_plain_filter_whichever_way_they_are_found(run, m
 
 @postgres_only
 def test_a_search_for_common_words_walks_in_page_order_and_for_rare_ones_uses_the_index(run, monkeypatch):
-    from rlweb.review import queries
+    from rlweb.review import search
 
-    monkeypatch.setattr(queries, "SEARCH_WINDOW", 10)
-    monkeypatch.setattr(queries, "COMMON_MATCHES", 2)
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 10)
+    monkeypatch.setattr(search, "COMMON_MATCHES", 2)
     for n in range(40):
         make_sample(run, step=n, response="common" if n % 4 == 0 else ("rare" if n == 1 else "other"))
 
@@ -235,20 +235,20 @@ def test_a_search_for_common_words_walks_in_page_order_and_for_rare_ones_uses_th
 
 @postgres_only
 def test_the_index_probe_leaves_out_words_found_in_most_samples(run, monkeypatch):
-    from rlweb.review import queries
+    from rlweb.review import search
 
-    monkeypatch.setattr(queries, "SEARCH_WINDOW", 5)
-    monkeypatch.setitem(queries._frequent_cache, "at", -1e9)  # read the statistics again
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 5)
+    monkeypatch.setitem(search._frequent_cache, "at", -1e9)  # read the statistics again
     target = make_sample(run, step=0, response="problem 1234 is solved")
     make_sample(run, step=1, response="problem 12345")
     for n in range(2, 40):
         make_sample(run, step=n, response=f"problem {n}")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_trajectory")
-    assert "problem" in queries.frequent_words()
-    assert queries._rare_words_query('"problem 1234"') == "'1234'"
-    assert queries._rare_words_query("problem or 1234") is None  # OR: every word may be the one
-    assert queries._rare_words_query("1234") is None  # nothing to leave out
+    assert "problem" in search.frequent_words()
+    assert search._rare_words_query('"problem 1234"') == "'1234'"
+    assert search._rare_words_query("problem or 1234") is None  # OR: every word may be the one
+    assert search._rare_words_query("1234") is None  # nothing to leave out
     assert [row.id for row in page_of(run_samples(run), "-step", search='"problem 1234"').rows] == [target.id]
 
 

@@ -9,7 +9,7 @@ tests each row it meets; with only an expression index both recompute to_tsvecto
 they read it (77 ms for the same query).
 
 The column is invisible to Django (no model field): the ORM never selects or writes it, Postgres
-fills it. Its name is prefixed with this app's label, and rlweb.review.queries.SEARCH_COLUMN
+fills it. Its name is prefixed with this app's label, and rlweb.review.search.SEARCH_COLUMN
 names it. An earlier state of migration 0002 created an expression index under the name
 review_traj_search_idx; it is dropped here where it exists.
 """
