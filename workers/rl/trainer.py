@@ -93,6 +93,7 @@ class ColocatedWorker:
         self.loop = asyncio.new_event_loop()
         if resume_from:
             self._load_state(Path(resume_from))
+            self.controller.sync_weights()  # an engine with its own weights (vLLM) started from the base model
         self._note("info", f"model {cfg.model.path} from {model_dir} on {self.device}: "
                    f"{sum(p.numel() for p in self.policy.parameters()):,} parameters, {len(rows)} training prompts")
 
