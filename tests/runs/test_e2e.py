@@ -65,6 +65,7 @@ def test_the_cpu_demo_launched_from_the_form_draws_its_reward_live_and_stores_wh
     page.fill("[name=schedule__total_steps]", str(STEPS))
     page.fill("[name=schedule__eval_every]", "5")
     page.fill("[name=schedule__checkpoint_every]", "5")
+    page.fill("[name=data__builtin_eval_size]", "64")
     page.click("#launch")
     page.wait_for_url("**/runs/*/")
     run = Run.objects.get(name="demo from the browser")
@@ -96,6 +97,7 @@ def test_a_killed_worker_shows_lost_within_a_minute_and_resume_finishes_with_no_
     config = load_preset(DEMO_PRESET).model_dump(mode="json")
     total = 24
     config["schedule"].update(total_steps=total, checkpoint_every=5, eval_every=10, keep_checkpoints=2)
+    config["data"]["builtin_eval_size"] = 64
     run = launch_run(alice, config, name="to be killed", preset=DEMO_PRESET)
     wait_for(lambda: Run.objects.filter(pk=run.pk, current_step__gte=8).exists(), 180, "step 8")
     assert MetricPoint.objects.filter(run=run, name="reward/mean", step__gt=5).exists()  # points after the checkpoint of step 5
@@ -117,9 +119,9 @@ def test_a_killed_worker_shows_lost_within_a_minute_and_resume_finishes_with_no_
 
     live_stack.add_worker("worker-after-kill", beat=True)
     page.click("#resume-run")
-    page.wait_for_selector("#run-status[data-status=completed]", timeout=240_000)
+    page.wait_for_selector("#run-status[data-status=completed]", timeout=300_000)
     run.refresh_from_db()
-    assert (run.status, run.attempts, run.current_step) == ("completed", 2, total)
+    assert (run.status, run.attempts, run.current_step) == ("completed", 2, total), live_stack.logs()
 
     for name in ("reward/mean", "entropy", "loss/policy", "time/step"):
         steps = list(MetricPoint.objects.filter(run=run, name=name).order_by("step").values_list("step", flat=True))
