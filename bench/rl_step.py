@@ -77,13 +77,14 @@ class Ours:
     the numeric judger, compute_advantages, TrainController (packed, prompt forwarded once per
     group, old logprobs from the training forward since there is one update per batch)."""
 
-    def __init__(self, rows, steps: int):
+    def __init__(self, rows, steps: int, seed: int = 0):
         from workers.rl.config import RunConfig
         from workers.rl.rollout.base import SamplingParams
         from workers.rl.rollout.hf_engine import HFEngine
         from workers.rl.train import TrainController
 
         self.rows = rows
+        self.seed = seed
         self.model, self.tokenizer = load_tiny()
         self.cfg = RunConfig.model_validate(
             {
@@ -116,7 +117,9 @@ class Ours:
             if ids is None:
                 ids = self.prompt_ids[row["prompt"]] = self.tokenizer(row["prompt"]).input_ids
             for k in range(N):
-                requests.append(GenerationRequest(ids, max_new_tokens=MAX_NEW_TOKENS, seed=step * 1_000_003 + p * N + k))
+                # torch's CPU generator keeps only the low 32 bits of a seed: stay within them.
+                seed = (self.seed * 2_654_435_761 + step * 1_000_003 + p * N + k) % 2**32
+                requests.append(GenerationRequest(ids, max_new_tokens=MAX_NEW_TOKENS, seed=seed))
                 meta.append((p, row))
         outputs = self.engine.generate(requests, self.params)
         generated = time.perf_counter()
@@ -270,12 +273,12 @@ def main() -> None:
     results = {}
     set_seed(args.seed)
     if args.only == "ours":
-        ours = Ours(rows, args.steps)
+        ours = Ours(rows, args.steps, args.seed)
         for k in range(args.steps):
             ours.step(k)
         results["ours"] = ours.result()
     else:
-        ours = Ours(rows, args.steps) if args.only is None else None
+        ours = Ours(rows, args.steps, args.seed) if args.only is None else None
         trl = run_interleaved(rows, args.steps, args.seed, ours)
         if ours is not None:
             results["ours"] = ours.result()

@@ -9,8 +9,9 @@ and the attention mask lets every response see the whole prompt and its own earl
 never another response or another unit. The prompt's hidden states are thus computed once for the
 whole group instead of n times, and gradients through them are exactly the sum over the n
 responses, as in n separate sequences. A response's last token is scored but not fed: no kept
-logit depends on its hidden state (nothing attends to it), so feeding it would be wasted work. Units are packed first-fit-decreasing into rows; rows into
-micro-batches bounded by a token budget. The only padding is the tail of each row.
+logit depends on its hidden state (nothing attends to it), so feeding it would be wasted work.
+Units are packed first-fit-decreasing into rows, rows into micro-batches bounded by a token
+budget. The only padding is the tail of each row.
 
 Attention implementations: `sdpa` takes a boolean 4D mask and `eager` an additive float one
 (both built here). Kernels that take no custom mask (flash attention, flex) get one response per

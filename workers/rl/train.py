@@ -1,9 +1,12 @@
 """TrainController: turns judged samples into optimizer steps.
 
 One `train_step(samples)` does what DESIGN.md §4 asks of the policy trainer:
-1. old logprobs of every response token under the current policy (no grad) — skipped when the
-   step makes exactly one optimizer update, where they equal the training forward's own
-   logprobs detached (same weights, same input, deterministic forward: bit-for-bit the same);
+1. old logprobs (`algorithm.old_logprobs`): with 'auto' and one optimizer update per batch the
+   weights the training forward runs with *are* the old policy, so its own logprobs, detached,
+   are the old ones and no extra forward runs (TRL and verl do the same); otherwise a no-grad
+   forward before the first update ('recompute'), or the sampler's logprobs ('rollout', the
+   behaviour policy, for off-policy correction; tests/engine/test_logprob_parity.py shows they
+   equal the trainer's own before any update);
 2. reference logprobs when `algorithm.kl_coef > 0`;
 3. `ppo_epochs` passes x `mini_batches` optimizer steps; each mini-batch is split into packed
    micro-batches bounded by `optimizer.micro_batch_tokens`, whose gradients accumulate to exactly
@@ -90,6 +93,12 @@ class _StepStats:
 
 
 class TrainController:
+    """The policy's optimizer, lr schedule and training step (see the module docstring).
+
+    `row_tokens` overrides the packing row length (default: about the hidden size) and
+    `share_prompt=False` feeds every sample's prompt separately (for comparison and tests).
+    """
+
     def __init__(
         self,
         policy: nn.Module,
@@ -168,11 +177,13 @@ class TrainController:
         lengths = [u.length for u in units]
         budget = self.cfg.optimizer.micro_batch_tokens
         dtype = next(model.parameters()).dtype
+        pad_id = self._pad_id(model)
         batches = []
         for rows in plan_micro_batches(lengths, budget, row_tokens):
             if len(rows) == 1 and lengths[rows[0][0]] > budget:
                 log.warning("a sequence of %d tokens exceeds micro_batch_tokens=%d: it runs alone", lengths[rows[0][0]], budget)
-            batches.append(build_micro_batch(samples, [[units[u] for u in row] for row in rows], self._pad_id(model), kind, self.device, dtype))
+            unit_rows = [[units[u] for u in row] for row in rows]
+            batches.append(build_micro_batch(samples, unit_rows, pad_id, kind, self.device, dtype))
         return batches
 
     def _forward(self, model: nn.Module, mb: MicroBatch, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
