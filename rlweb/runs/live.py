@@ -64,10 +64,12 @@ def run_summary(run: Run) -> dict:
         "cancel_requested": run.cancel_requested,
         "can_resume": run.can_resume,
         "error": run.error[-2000:] if run.error else "",
+        # What is on disk (keep-N bounds it); the ones pruned away are only counted.
         "checkpoints": [
-            [step, path, size, deleted]
-            for step, path, size, deleted in run.checkpoints.order_by("-step").values_list("step", "path", "size_bytes", "deleted")[:20]
+            [step, path, size, False]
+            for step, path, size in run.checkpoints.filter(deleted=False).order_by("-step").values_list("step", "path", "size_bytes")[:20]
         ],
+        "checkpoints_removed": run.checkpoints.filter(deleted=True).count(),
     }
 
 

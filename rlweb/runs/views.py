@@ -222,7 +222,8 @@ def run_detail(request, pk):
     run = get_visible_or_404(Run, request.user, pk=pk)
     cursor_metrics = MetricPoint.objects.filter(run_id=run.pk).aggregate(m=Max("id"))["m"] or 0
     logs = list(RunLog.objects.filter(run_id=run.pk).order_by("-id")[:LOG_TAIL])[::-1]
-    checkpoints = Checkpoint.objects.filter(run_id=run.pk).order_by("-step")[:50]
+    checkpoints = Checkpoint.objects.filter(run_id=run.pk, deleted=False).order_by("-step")[:20]
+    checkpoints_removed = Checkpoint.objects.filter(run_id=run.pk, deleted=True).count()
     try:
         samples_url = reverse("review:samples", kwargs={"run_id": run.pk})
     except NoReverseMatch:
@@ -237,6 +238,7 @@ def run_detail(request, pk):
         "run": run,
         "logs": logs,
         "checkpoints": checkpoints,
+        "checkpoints_removed": checkpoints_removed,
         "config_yaml": config_yaml,
         "samples_url": samples_url,
         "live": {

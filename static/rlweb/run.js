@@ -232,9 +232,10 @@
     return traces;
   }
 
-  function layoutFor(chart) {
-    const legend = chart.metrics.size > 1 || state.overlays.length > 0;
+  function layoutFor(chart, hasData) {
+    const legend = hasData && (chart.metrics.size > 1 || state.overlays.length > 0);
     return {
+      annotations: hasData ? [] : [{ text: state.loaded ? "no data (yet)" : "loading…", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: "#677087" } }],
       margin: { l: 48, r: 12, t: legend ? 28 : 8, b: 36 },
       height: 260,
       showlegend: legend,
@@ -267,7 +268,12 @@
       const traces = tracesFor(chart);
       const hasData = traces.length > 0;
       chart.el.classList.toggle("no-data", !hasData);
-      Plotly.react(chart.el, traces, layoutFor(chart), PLOT_CONFIG);
+      const layout = layoutFor(chart, hasData);
+      if (!hasData) {
+        layout.xaxis.visible = false;
+        layout.yaxis.visible = false;
+      }
+      Plotly.react(chart.el, traces, layout, PLOT_CONFIG);
       if (!chart.bound) {
         chart.bound = true;
         chart.el.on("plotly_relayout", (ev) => onZoom(chart, ev));
@@ -464,6 +470,9 @@
     if (run.started_at) $("#run-started").dataset.started = run.started_at;
     $("#run-duration").dataset.finished = run.finished_at || "";
     renderCheckpoints(run.checkpoints || []);
+    const removed = run.checkpoints_removed || 0;
+    $("#run-checkpoints-removed").textContent = removed
+      ? `${removed} older checkpoint${removed === 1 ? "" : "s"} removed by keep-N; resume continues from the newest on disk.` : "";
     updateEta();
   }
 
@@ -474,9 +483,9 @@
       body.innerHTML = '<tr class="empty-row"><td colspan="4" class="muted">none yet</td></tr>';
       return;
     }
-    for (const [step, path, size, deleted] of rows) {
+    for (const [step, path, size] of rows) {
       const tr = document.createElement("tr");
-      const cells = [step, path, humanSize(size), deleted ? "removed (keep-N)" : "on disk"];
+      const cells = [step, path, humanSize(size), "on disk"];
       cells.forEach((v, i) => {
         const td = document.createElement("td");
         td.textContent = v;
