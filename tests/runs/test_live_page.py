@@ -106,3 +106,22 @@ def test_bob_gets_no_page_and_no_stream_for_alices_run(live_stack, page, alice, 
         f"/ws/runs/{run.pk}/",
     )
     assert closed in (4404, 1006)  # refused before accept (browsers may report the abnormal close)
+
+
+def test_the_chart_controls_switch_the_axis_smoothing_and_scale(live_stack, page, alice, make_run):
+    run = make_run(status="completed")
+    MetricPoint.objects.bulk_create(MetricPoint(run=run, step=s, name="reward/mean", value=1 + (s % 2), wall_time=1.7e9 + 2 * s) for s in range(1, 51))
+    log_in(page, live_stack.url, "alice", "alice-password-1")
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    page.wait_for_function("(document.getElementById('chart-reward').data || []).length > 0")
+    traces = "document.getElementById('chart-reward').data"
+    # Default: a smoothed line over the faint raw one; the smoothed line is the debiased EMA.
+    smooth = page.evaluate(f"{traces}.find(t => t.meta && !t.meta.raw).y")
+    assert smooth[0] == pytest.approx(1 + 1 % 2) and 1.0 < smooth[-1] < 2.0  # starts at the first value (debiased), then averages
+    page.fill("#smoothing", "0")
+    page.dispatch_event("#smoothing", "input")
+    page.wait_for_function(f"{traces}.length === 1 && {traces}[0].y[1] === 1")  # raw values only
+    page.check("input[name=xaxis][value=time]")
+    page.wait_for_function("document.getElementById('chart-reward').layout.xaxis.type === 'date'")
+    page.check("#logscale")
+    page.wait_for_function("document.getElementById('chart-reward').layout.yaxis.type === 'log'")
