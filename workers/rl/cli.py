@@ -118,6 +118,13 @@ class _Progress:
             post["eval_acc"] = f"{self.eval_accuracy:.3f}"
         self.bar.set_postfix(post, refresh=True)
 
+    def line(self, level: str, message: str) -> None:
+        text = f"[{level}] {message}"
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -132,7 +139,7 @@ def _train(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(config.to_yaml())
     progress = _Progress(config.schedule.total_steps, enabled=not args.no_progress)
-    reporter = JsonlReporter(out, on_step=progress.step, on_eval=progress.evaluation)
+    reporter = JsonlReporter(out, on_step=progress.step, on_eval=progress.evaluation, on_line=progress.line)
 
     def on_interrupt(signum, frame):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts at once

@@ -4,8 +4,8 @@ A dataset reference is one of
 - `builtin:arith`: generated two-digit additions (workers/rl/arith.py);
 - a path to a local JSONL file: one object per line with `prompt` (text) or `messages` (chat
   turns), `answer` or `label`, and optionally `data_source`;
-- `dataset:<id>`: a dataset stored by the web app, resolved by a resolver that the caller
-  installs with `set_dataset_resolver` (the engine itself never talks to the database).
+- `dataset:<id>`: a dataset stored by the web app; the web worker exports it to JSONL and passes
+  that path before calling the engine (the engine itself never talks to the database).
 
 Rows are normalized to {"prompt" | "messages", "label", "data_source", "index"}.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Callable
 
 from workers.rl import arith
 from workers.rl.config import DataConfig
@@ -24,17 +23,9 @@ BUILTIN_ARITH = "builtin:arith"
 DATASET_PREFIX = "dataset:"
 EVAL_SEED = 0  # builtin eval rows do not depend on the run seed: runs stay comparable
 
-_dataset_resolver: Callable[[str], list[dict]] | None = None
-
 
 class DataError(ValueError):
     pass
-
-
-def set_dataset_resolver(resolver: Callable[[str], list[dict]] | None) -> None:
-    """Install how `dataset:<id>` references become raw rows (the web worker provides one)."""
-    global _dataset_resolver
-    _dataset_resolver = resolver
 
 
 def _normalize(raw: dict, index: int, where: str) -> dict:
@@ -78,9 +69,7 @@ def load_rows(ref: str, cfg: DataConfig, split: str, seed: int) -> list[dict]:
         raw = arith.make_rows(split, size, seed if split == "train" else EVAL_SEED)
         rows = [_normalize(r, i, ref) for i, r in enumerate(raw)]
     elif ref.startswith(DATASET_PREFIX):
-        if _dataset_resolver is None:
-            raise DataError(f"{ref}: stored datasets are only available inside the web worker")
-        rows = [_normalize(r, i, ref) for i, r in enumerate(_dataset_resolver(ref[len(DATASET_PREFIX) :]))]
+        raise DataError(f"{ref}: a stored dataset must be exported to JSONL first (the web worker does this)")
     elif ref.startswith("builtin:"):
         raise DataError(f"unknown builtin dataset {ref!r} (known: {BUILTIN_ARITH})")
     else:

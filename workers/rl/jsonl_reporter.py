@@ -20,14 +20,14 @@ log = logging.getLogger(__name__)
 
 
 class JsonlReporter:
-    def __init__(self, out_dir: Path, tensorboard: bool = True, on_step=None, on_eval=None):
+    def __init__(self, out_dir: Path, tensorboard: bool = True, on_step=None, on_eval=None, on_line=None):
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = (self.out_dir / "metrics.jsonl").open("a", encoding="utf-8")
         self._samples = (self.out_dir / "samples.jsonl").open("a", encoding="utf-8")
         self._events = (self.out_dir / "events.jsonl").open("a", encoding="utf-8")
         self._stop = False
-        self._on_step, self._on_eval = on_step, on_eval
+        self._on_step, self._on_eval, self._on_line = on_step, on_eval, on_line
         self._tb = None
         if tensorboard:
             try:
@@ -70,7 +70,10 @@ class JsonlReporter:
 
     def log_line(self, level: str, message: str) -> None:
         self._write(self._events, {"type": "log", "level": level, "message": message, "wall_time": time.time()})
-        getattr(log, level if level in ("debug", "info", "warning", "error") else "info")(message)
+        if self._on_line:
+            self._on_line(level, message)
+        else:
+            getattr(log, level if level in ("debug", "info", "warning", "error") else "info")(message)
 
     def request_stop(self) -> None:
         self._stop = True

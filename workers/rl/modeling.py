@@ -36,6 +36,14 @@ def resolve_model_path(path: str) -> Path:
     raise ModelPathError(f"model directory {path!r} does not exist")
 
 
+def quiet_transformers() -> None:
+    """No per-file progress bars from transformers: a run loads and saves models often, and the
+    run's own progress (CLI bar, web page) is what people watch."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def torch_dtype(name: str):
     import torch
 
@@ -55,5 +63,6 @@ def load_tokenizer(model_dir: Path):
 def load_causal_lm(model_dir: Path, dtype: str, device):
     from transformers import AutoModelForCausalLM
 
+    quiet_transformers()
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype(dtype), local_files_only=True)
     return model.to(device)

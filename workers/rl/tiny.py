@@ -201,6 +201,9 @@ def build_tiny_model(out_dir: Path, seed: int = DEFAULT_SEED, **warmup_overrides
     finally:
         torch.set_num_threads(threads)
     out_dir.mkdir(parents=True)
+    from workers.rl.modeling import quiet_transformers
+
+    quiet_transformers()
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     info = {

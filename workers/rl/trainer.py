@@ -343,6 +343,25 @@ def _forward_notes(reporter: Reporter, result: dict) -> None:
         reporter.log_line(level, message)
 
 
+def _prebuild_tiny_model(config: RunConfig, reporter: Reporter) -> None:
+    """Build builtin:tiny-arith here, where the reporter can say so, rather than silently in the
+    worker (which would find it built). Skipped for a remote Ray cluster: its disk is not ours."""
+    from workers.rl.config import BUILTIN_TINY_MODEL
+
+    remote = config.resources.use_ray and (config.resources.ray_address or os.environ.get("RAY_ADDRESS"))
+    if config.model.path != BUILTIN_TINY_MODEL or remote:
+        return
+    from workers.rl.tiny import ensure_tiny_model, is_built, tiny_info, tiny_model_dir
+
+    if is_built(tiny_model_dir()):
+        return
+    reporter.log_line("info", "building the builtin tiny-arith model (first use only, about half a minute)")
+    ensure_tiny_model()
+    info = tiny_info() or {}
+    reporter.log_line("info", f"built tiny-arith: held-out greedy accuracy {100 * info.get('accuracy', 0):.0f}% "
+                              f"after {info.get('steps')} warm-up steps in {info.get('build_seconds')} s")
+
+
 def train(config: RunConfig, out_dir: Path, reporter: Reporter, resume: bool = True) -> dict:
     """Run (or continue) a training run; returns a summary dict with its final status."""
     out_dir = Path(out_dir)
@@ -360,6 +379,7 @@ def train(config: RunConfig, out_dir: Path, reporter: Reporter, resume: bool = T
             return summary
         reporter.log_line("info", f"starting {'(resuming at step ' + str(start) + ') ' if start else ''}"
                           f"{'on Ray' if config.resources.use_ray else 'in-process'}: {sched.total_steps} steps")
+        _prebuild_tiny_model(config, reporter)
         handle = (RayHandle if config.resources.use_ray else LocalHandle)(config, out_dir, latest.path if latest else None)
         has_eval = handle.call("has_evaluator")
         if start == 0 and has_eval:
