@@ -173,10 +173,19 @@ def _bucketed_sql(run_id, name, lo, hi, buckets, until_id):
 def _values_at(run_id, name, steps, lo, hi, until_id) -> list[float | None]:
     if not steps:
         return []
-    qs = _base(run_id, name, until_id).filter(step__gte=lo, step__lte=hi)
-    if len(steps) < (hi - lo + 1):
-        qs = qs.filter(step__in=steps)
-    by_step = dict(qs.values_list("step", "value"))
+    if connection.vendor == "postgresql":
+        # One array parameter (not thousands of IN-list parameters): index probes by step.
+        sql = "SELECT step, value FROM runs_metricpoint WHERE run_id = %s AND name = %s AND step = ANY(%s)"
+        params = [run_id, name, steps]
+        if until_id is not None:
+            sql += " AND id <= %s"
+            params.append(until_id)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            by_step = dict(cursor.fetchall())
+    else:
+        qs = _base(run_id, name, until_id).filter(step__gte=lo, step__lte=hi)
+        by_step = dict(qs.values_list("step", "value"))
     return [by_step.get(s) for s in steps]
 
 
