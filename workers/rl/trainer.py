@@ -287,7 +287,7 @@ class RayHandle:
         if not ray.is_initialized():
             address = res.ray_address or os.environ.get("RAY_ADDRESS")
             if address:
-                ray.init(address=address, include_dashboard=False, log_to_driver=True)
+                ray.init(address=address, log_to_driver=True)
             else:
                 # Local Ray sized to the run: few CPUs means few idle worker processes.
                 ray.init(
