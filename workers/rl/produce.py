@@ -186,8 +186,9 @@ class AsyncProducer(Producer):
                             counts["resumed"] += 1
                         else:
                             self._restart(s)
+            # Over-sample on the first round; a refill round only asks for what is missing.
             target = math.ceil(cfg.oversample * batch_size) if rounds == 0 else batch_size
-            launch = max(0, target - len(self.buffer.ready) - len(waiting), batch_size - len(self.buffer.ready) - len(waiting))
+            launch = max(0, target - len(self.buffer.ready) - len(waiting))
             groups = waiting + self.new_groups(step, rounds, launch)
             counts["launched"] += launch
             await self._round(groups, version, batch, counts)
