@@ -43,7 +43,7 @@ class Sample:
     advantage: float = 0.0
     status: SampleStatus = SampleStatus.INIT
     error: str | None = None
-    # Policy version (number of optimizer steps) that produced the first response token; the
+    # Policy version (number of training steps) that produced the first response token; the
     # trainer sets staleness = current version - policy_version when the sample is trained.
     policy_version: int = 0
     staleness: int = 0
