@@ -5,14 +5,22 @@ DO NOTHING — COPY is the fastest way in, and the INSERT gives "insert or ignor
 COPY alone lacks (a resumed step re-sends points that are already stored). Elsewhere (SQLite in
 embedded mode): bulk_create(ignore_conflicts=True).
 
-Call it inside a transaction (the staging table is emptied at commit).
+The staging table is a temp table created once per database session (remembered only once the
+transaction that created it commits: a rollback takes it away) and emptied right after each use;
+ON COMMIT DELETE ROWS is the safety net. The worker writes every step this way, so the fixed
+cost per call is kept to one COPY and one round trip.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 
-from django.db import connection, models
+from django.db import connection, models, transaction
+
+# Temp tables known to exist, per psycopg connection (a reconnect is a new object).
+_staged: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
+
 
 def _columns(model) -> list[models.Field]:
     return [
@@ -48,14 +56,7 @@ def _copy_insert_ignore(model, rows: list[dict]) -> None:
     defaults = {f.attname: _default(f) for f in fields}
     with connection.cursor() as cursor:
         raw = cursor.cursor  # the psycopg 3 cursor under Django's wrapper
-        # Same column types, no constraints; one per database session, emptied at every commit
-        # (and here, in case of a second call in the same transaction). One round trip: Django's
-        # psycopg cursor binds client-side, so both statements go as one simple query. (Not
-        # remembered per session: a rolled-back transaction takes a new temp table with it.)
-        raw.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
-            f"SELECT {cols} FROM {connection.ops.quote_name(table)} WITH NO DATA; TRUNCATE {stage}"
-        )
+        _ensure_stage(raw, table, stage, cols)
         plan = [(f.attname, defaults[f.attname], isinstance(f, models.JSONField)) for f in fields]
         dumps = json.dumps
         with raw.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
@@ -65,6 +66,21 @@ def _copy_insert_ignore(model, rows: list[dict]) -> None:
                     value = row.get(name, default)
                     values.append(dumps(value) if is_json and value is not None else value)
                 copy.write_row(values)
+        # Both statements in one round trip (Django's psycopg cursor binds client-side, so a
+        # parameterless multi-statement string goes as one simple query).
         raw.execute(
-            f"INSERT INTO {connection.ops.quote_name(table)} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING"
+            f"INSERT INTO {connection.ops.quote_name(table)} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT DO NOTHING; "
+            f"DELETE FROM {stage}"
         )
+
+
+def _ensure_stage(raw, table: str, stage: str, cols: str) -> None:
+    conn = raw.connection
+    if table in _staged.get(conn, ()):
+        return
+    # Same column types as the target, no constraints.
+    raw.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+        f"SELECT {cols} FROM {connection.ops.quote_name(table)} WITH NO DATA"
+    )
+    transaction.on_commit(lambda: _staged.setdefault(conn, set()).add(table))
