@@ -1,16 +1,17 @@
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from .views import account, datasets, docs, judgers, run_data, runs
+from .views.base import UnknownEndpoint
 
 router = SimpleRouter()
 router.register("runs", runs.RunViewSet, basename="run")
 router.register("datasets", datasets.DatasetViewSet, basename="dataset")
 router.register("judgers", judgers.JudgerViewSet, basename="judger")
 
-# Path ids are matched loosely and checked by the views: a malformed id gets the API's JSON 404,
-# not the HTML page of an unmatched URL.
-RUN = "runs/<str:run_id>/"
+# Ids in paths are integers, so no literal route (samples/export/) can be read as an id; a
+# malformed id matches nothing here and gets UnknownEndpoint's JSON 404, not an HTML page.
+RUN = "runs/<int:run_id>/"
 
 app_name = "api"
 urlpatterns = [
@@ -23,9 +24,10 @@ urlpatterns = [
     path(RUN + "metrics/points/", run_data.MetricPointsView.as_view(), name="run-metric-points"),
     path(RUN + "samples/", run_data.SampleListView.as_view(), name="run-samples"),
     path(RUN + "samples/export/", run_data.SampleExportView.as_view(), name="run-samples-export"),
-    path(RUN + "samples/<str:sample_id>/", run_data.SampleDetailView.as_view(), name="run-sample-detail"),
+    path(RUN + "samples/<int:sample_id>/", run_data.SampleDetailView.as_view(), name="run-sample-detail"),
     path(RUN + "logs/", run_data.RunLogView.as_view(), name="run-logs"),
     path(RUN + "checkpoints/", run_data.CheckpointListView.as_view(), name="run-checkpoints"),
-    path(RUN + "checkpoints/<str:step>/download/", run_data.CheckpointDownloadView.as_view(), name="run-checkpoint-download"),
+    path(RUN + "checkpoints/<int:step>/download/", run_data.CheckpointDownloadView.as_view(), name="run-checkpoint-download"),
     *router.urls,
+    re_path(r"^[\s\S]*\Z", UnknownEndpoint.as_view(), name="unknown"),  # any character, newlines too
 ]

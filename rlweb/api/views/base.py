@@ -50,3 +50,17 @@ class RunChildMixin:
         if not hasattr(self, "_run"):
             self._run = get_visible_or_404(Run, self.request.user, pk=self.kwargs["run_id"])
         return self._run
+
+
+class UnknownEndpoint(ApiView):
+    """Any /api/ URL that matches no endpoint: the JSON 404 of the error shape (after
+    authentication, so an anonymous caller still learns nothing but 401)."""
+
+    permission_classes = ApiMixin.permission_classes
+    schema = None  # not an endpoint: kept out of the OpenAPI schema
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        from rest_framework.exceptions import NotFound
+
+        raise NotFound("No API endpoint matches this URL.")

@@ -120,7 +120,9 @@ IMPORTED = {
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     serializer_class = DatasetSerializer
     pagination_class = PagePagination
-    lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
+    # Ids are integers: a literal action route (datasets/arith/) can never be read as an id.
+    # Malformed ids fall through to UnknownEndpoint: still the JSON 404, never an HTML page.
+    lookup_value_regex = r"[0-9]+"
 
     def get_throttles(self):
         if self.action in ("create", "import_dir", "arith"):

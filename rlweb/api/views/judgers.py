@@ -123,7 +123,9 @@ def _keep_secret_headers(params: dict, instance) -> dict:
 class JudgerViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     serializer_class = JudgerSerializer
     pagination_class = PagePagination
-    lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
+    # Ids are integers: a literal action route (datasets/arith/) can never be read as an id.
+    # Malformed ids fall through to UnknownEndpoint: still the JSON 404, never an HTML page.
+    lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
         return JudgerConfig.objects.visible_to(self.request.user).select_related("owner")

@@ -78,7 +78,9 @@ def _service_state_error(exc: Exception) -> Conflict:
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ApiViewSet):
     pagination_class = PagePagination
-    lookup_value_regex = r"[^/]+"  # malformed ids: the JSON 404 of get_object, not an HTML page
+    # Ids are integers: a literal action route (datasets/arith/) can never be read as an id.
+    # Malformed ids fall through to UnknownEndpoint: still the JSON 404, never an HTML page.
+    lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
         if self.action == "list":
