@@ -50,18 +50,24 @@ def bob_client(client, bob):
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
-    """daphne + one Celery worker (with beat) on the test database, for the whole session."""
-    from tests.support.live import LiveStack, stack_env, start_web
+    """daphne + one Celery worker (with beat) on the test database, for one test module.
+
+    Per module, not per session: a worker left running would pick up the tasks that later,
+    non-browser tests enqueue (launch, resume) and race them on the same rows. The broker queue
+    is emptied first, so no task left over from an earlier module runs here."""
+    from tests.support.live import LiveStack, purge_broker, stack_env, start_web
 
     log_dir = tmp_path_factory.mktemp("live-stack")
     env = stack_env(RUN_LOST_AFTER_SECONDS=20, RUN_HEARTBEAT_SECONDS=2)
+    purge_broker()
     web, url = start_web(env, log_dir)
     stack = LiveStack(url=url, env=env, log_dir=log_dir, web=web)
     stack.add_worker("worker", beat=True)
     yield stack
     stack.stop()
+    purge_broker()
 
 
 @pytest.fixture(scope="module")

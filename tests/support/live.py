@@ -34,6 +34,14 @@ def test_database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def purge_broker():
+    """Drop every message waiting in the Celery broker of the test run."""
+    from rlweb.celery import app
+
+    with app.connection_for_write() as conn:
+        app.control.purge(connection=conn)
+
+
 def stack_env(**extra) -> dict:
     env = dict(os.environ)
     env.update(
