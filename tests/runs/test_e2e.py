@@ -18,6 +18,7 @@ import pytest
 from rlweb.runs.models import MetricPoint, Run
 from rlweb.runs.services import DEMO_PRESET, launch_run, run_dir
 from tests.support.browser import log_in
+from tests.support.waiting import wait_until
 from workers.reporting import journal_points, read_journal
 from workers.rl.config import list_presets, load_preset
 
@@ -34,16 +35,6 @@ def demo_preset():
 
 def reward_steps(page):
     return page.evaluate("window.rlwebRun ? window.rlwebRun.chartSteps('chart-reward', 'reward/mean') : []")
-
-
-def wait_for(predicate, timeout, message, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
 def stored_equals_reported(run):
@@ -73,18 +64,18 @@ def test_the_cpu_demo_launched_from_the_form_draws_its_reward_live_and_stores_wh
 
     # While it runs, the chart gains points, one by one or a few at a time.
     page.wait_for_selector("#run-status[data-status=running]", timeout=120_000)
-    first = wait_for(lambda: len(reward_steps(page)), 120, "the first reward point")
+    first = wait_until(lambda: len(reward_steps(page)), 120, "the first reward point")
     assert page.locator("#run-status").get_attribute("data-status") == "running"
     assert first < STEPS
     page.evaluate("window.rlwebRun.dropSocket()")  # the page loses its socket mid-run...
     page.wait_for_function("window.rlwebRun.state.connections >= 2", timeout=20_000)
-    wait_for(lambda: len(reward_steps(page)) > first, 60, "more reward points after reconnecting")
+    wait_until(lambda: len(reward_steps(page)) > first, 60, "more reward points after reconnecting")
 
     page.wait_for_selector("#run-status[data-status=completed]", timeout=180_000)
     run.refresh_from_db()
     assert (run.status, run.current_step, run.error) == ("completed", STEPS, "")
     # ...and ends with every point, once.
-    wait_for(lambda: reward_steps(page) == list(range(1, STEPS + 1)), 20, "every reward point on the chart")
+    wait_until(lambda: reward_steps(page) == list(range(1, STEPS + 1)), 20, "every reward point on the chart")
     assert page.evaluate("window.rlwebRun.state.duplicates") == 0
     assert page.evaluate("window.rlwebRun.chartSteps('chart-eval', 'eval/accuracy')") == [0, 5, 10, STEPS]
     stored = stored_equals_reported(run)
@@ -99,7 +90,7 @@ def test_a_killed_worker_shows_lost_within_a_minute_and_resume_finishes_with_no_
     config["schedule"].update(total_steps=total, checkpoint_every=5, eval_every=10, keep_checkpoints=2)
     config["data"]["builtin_eval_size"] = 64
     run = launch_run(alice, config, name="to be killed", preset=DEMO_PRESET)
-    wait_for(lambda: Run.objects.filter(pk=run.pk, current_step__gte=8).exists(), 180, "step 8")
+    wait_until(lambda: Run.objects.filter(pk=run.pk, current_step__gte=8).exists(), 180, "step 8")
     assert MetricPoint.objects.filter(run=run, name="reward/mean", step__gt=5).exists()  # points after the checkpoint of step 5
 
     for worker in list(live_stack.workers):
@@ -113,7 +104,7 @@ def test_a_killed_worker_shows_lost_within_a_minute_and_resume_finishes_with_no_
         page.goto(f"{live_stack.url}/runs/{run.pk}/")
         return page.locator("#run-status").get_attribute("data-status") == "lost"
 
-    wait_for(page_says_lost, 60, "the run page to show the run as lost", interval=2)
+    wait_until(page_says_lost, 60, "the run page to show the run as lost", interval=2)
     assert time.monotonic() - killed_at < 60
     assert "heartbeats" in page.locator("#run-error").inner_text()
 

@@ -4,12 +4,12 @@ reconnects with its cursor and the chart ends with every point once; zoom re-que
 Bob's browser gets nothing."""
 
 import threading
-import time
 
 import pytest
 
-from rlweb.runs.models import MetricPoint, Run
+from rlweb.runs.models import MetricPoint
 from tests.support.browser import log_in
+from tests.support.waiting import wait_until
 from workers import execution
 
 from .conftest import small_config
@@ -20,16 +20,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 
 def chart_steps(page, chart, metric):
     return page.evaluate(f"window.rlwebRun ? window.rlwebRun.chartSteps({chart!r}, {metric!r}) : []")
-
-
-def wait_until(predicate, timeout=30.0, interval=0.2, message="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {message}")
 
 
 def run_in_background(run, engine):

@@ -5,7 +5,6 @@ import pytest
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY
 from django.test import Client
 
 from rlweb.asgi import application
