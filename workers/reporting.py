@@ -85,8 +85,12 @@ def _finite(value) -> float | None:
 class DBReporter:
     """Reporter (workers.rl.reporter.Reporter) that writes to the database of the web app."""
 
-    def __init__(self, run_id: int, attempt: int, out_dir: Path, *, heartbeat_s: float | None = None, poll_s: float = 1.0, notify: bool = True):
+    def __init__(self, run_id: int, attempt: int, out_dir: Path, *, heartbeat_s: float | None = None, poll_s: float = 1.0,
+                 notify: bool = True, min_commit_interval: float | None = None):
         self.run_id = run_id
+        self.min_commit_interval = (
+            float(os.environ.get("RLWEB_REPORT_MIN_INTERVAL", "0.15")) if min_commit_interval is None else min_commit_interval
+        )
         self.attempt = attempt
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -186,8 +190,15 @@ class DBReporter:
         loop = asyncio.new_event_loop()  # one loop for the thread: the Redis layer keeps its pool
         try:
             stopping = False
+            last_commit = 0.0
             while not stopping:
                 item = self._queue.get()
+                # Steps faster than this share a transaction: the fixed cost of a commit (and of
+                # the notification) is paid once for them, for at most this much more latency.
+                wait = last_commit + self.min_commit_interval - time.monotonic()
+                if wait > 0 and item is not _STOP and item[0] != "flush":
+                    time.sleep(wait)
+                last_commit = time.monotonic()
                 items = [item]
                 # Drain what else is waiting: one transaction for many steps when the engine is
                 # faster than the database.

@@ -198,3 +198,28 @@ def test_an_evaluation_repeated_after_resuming_does_not_cut_the_curve(running, t
     second.close()
     assert [s for s, n, _ in points(running) if n == "reward/mean"] == [1, 2, 3, 4, 5]
     assert (5, "eval/accuracy", 0.5) in points(running)
+
+
+def test_steps_reported_faster_than_the_commit_interval_share_transactions(running, tmp_path):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(running.pk), channel)
+    reporter = DBReporter(running.pk, 1, tmp_path, min_commit_interval=0.5)
+    for step in range(1, 11):
+        reporter.log_step(step, {"reward/mean": step / 10}, [])
+        time.sleep(0.02)
+    reporter.close()
+    async def drain():
+        import asyncio
+
+        got = []
+        while True:
+            try:
+                got.append(await asyncio.wait_for(layer.receive(channel), timeout=2))
+            except asyncio.TimeoutError:
+                return got
+
+    notifications = async_to_sync(drain)()
+    assert [n["step"] for n in notifications][-1:] == [10]
+    assert len(notifications) <= 3  # one commit + notification per batch, not per step
+    assert [s for s, _, _ in points(running)] == list(range(1, 11))
