@@ -109,6 +109,9 @@ class DBReporter:
         self._earlier_points = journal_points([r for r in read_journal(self.out_dir) if r.get("attempt") != attempt])
         self._first_batch = True
         self._journal = open(self.out_dir / JOURNAL_NAME, "a", encoding="utf-8")
+        if self._journal.tell() and not _ends_with_newline(self.out_dir / JOURNAL_NAME):
+            # An earlier attempt was killed mid-line: start ours on a line of its own.
+            self._journal.write("\n")
         self._writer = threading.Thread(target=self._write_loop, name=f"run-{run_id}-writer", daemon=True)
         self._watchdog = threading.Thread(target=self._watch_loop, name=f"run-{run_id}-watchdog", daemon=True)
         self._writer.start()
@@ -375,6 +378,12 @@ def trajectory_row(run_id: int, record: dict) -> dict:
 
 
 # --- journal -----------------------------------------------------------------------------
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def read_journal(out_dir: Path) -> list[dict]:

@@ -223,3 +223,17 @@ def test_steps_reported_faster_than_the_commit_interval_share_transactions(runni
     assert [n["step"] for n in notifications][-1:] == [10]
     assert len(notifications) <= 3  # one commit + notification per batch, not per step
     assert [s for s, _, _ in points(running)] == list(range(1, 11))
+
+
+def test_a_journal_line_cut_by_a_kill_does_not_swallow_the_next_attempts_first_record(running, tmp_path):
+    first = DBReporter(running.pk, 1, tmp_path)
+    first.log_step(1, {"reward/mean": 0.1}, [])
+    first.close()
+    with open(tmp_path / "journal.jsonl", "a") as fh:
+        fh.write('{"kind": "step", "step": 2, "metrics": {"reward/me')  # killed mid-write
+    Run.objects.filter(pk=running.pk).update(attempts=2)
+    second = DBReporter(running.pk, 2, tmp_path)
+    second.log_step(2, {"reward/mean": 0.2}, [])
+    second.close()
+    reported = journal_points(read_journal(tmp_path))
+    assert {k: v for k, (v, _) in reported.items()} == {(1, "reward/mean"): 0.1, (2, "reward/mean"): 0.2}
