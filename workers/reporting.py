@@ -193,7 +193,7 @@ class DBReporter:
         loop = asyncio.new_event_loop()  # one loop for the thread: the Redis layer keeps its pool
         try:
             stopping = False
-            last_commit = 0.0
+            last_commit = time.monotonic()  # the first batch gathers for an interval as well
             while not stopping:
                 item = self._queue.get()
                 # Steps faster than this share a transaction: the fixed cost of a commit (and of
@@ -267,10 +267,17 @@ class DBReporter:
             # UPDATE also locks the row, so a resume (which updates it too) and this write
             # happen one after the other, never interleaved.
             self._fence_and_progress(batch)
+            replay = []
             if self._first_batch and batch.first_step is not None:
-                self._start_curve_at(batch.first_step)
-            if batch.points:
-                insert_ignore(MetricPoint, [{"run_id": self.run_id, **p} for p in batch.points])
+                replay = self._start_curve_at(batch.first_step)
+            # A journal point put back for a (step, name) this batch also has (e.g. the
+            # evaluation at step 0 that both attempts made) must not win over this attempt's.
+            points = [{"run_id": self.run_id, **p} for p in batch.points]
+            if replay:
+                own = {(p["step"], p["name"]) for p in points}
+                points += [r for r in replay if (r["step"], r["name"]) not in own]
+            if points:
+                insert_ignore(MetricPoint, points)
             if batch.samples:
                 insert_ignore(Trajectory, [trajectory_row(self.run_id, s) for s in batch.samples])
             if batch.logs:
@@ -298,8 +305,10 @@ class DBReporter:
             raise RunFenced("the run was deleted")
         raise RunFenced(f"the run is now {row[0]} (attempt {row[1]}), not attempt {self.attempt}'s")
 
-    def _start_curve_at(self, step: int):
-        """First report of this attempt, at `step`: see the module docstring (exact resume)."""
+    def _start_curve_at(self, step: int) -> list[dict]:
+        """First trained step of this attempt: see the module docstring (exact resume). Deletes
+        what earlier attempts stored from `step` on; returns the journal's points before it, to
+        be inserted (or ignored) after this attempt's own."""
         from rlweb.runs.services import discard_after
 
         discard_after(self.run_id, step - 1)
@@ -307,11 +316,11 @@ class DBReporter:
             {"run_id": self.run_id, "step": s, "name": n, "value": v, "wall_time": w}
             for (s, n), (v, w) in sorted(self._earlier_points.items()) if s < step
         ]
-        insert_ignore(MetricPoint, rows)
         if rows:
             log.info("run %s: attempt %s starts at step %s; %s earlier points checked from the journal", self.run_id, self.attempt, step, len(rows))
         self._first_batch = False
         self._earlier_points = {}
+        return rows
 
     def _notify(self, loop, step):
         from channels.layers import get_channel_layer

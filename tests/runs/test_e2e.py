@@ -47,7 +47,13 @@ def stored_equals_reported(run):
     if differ:
         history = {k: [(r["attempt"], r["kind"], r["metrics"].get(k[1])) for r in read_journal(run_dir(run.pk))
                        if r.get("step") == k[0] and k[1] in r.get("metrics", {})] for k in list(differ)[:5]}
-        raise AssertionError(f"stored != reported: {sorted(differ.items())[:10]}; journal: {history}")
+        from rlweb.runs.models import RunLog
+
+        logs = list(RunLog.objects.filter(run=run).values_list("message", flat=True))
+        ckpts = list(run.checkpoints.values_list("step", "deleted"))
+        journal = [(r["attempt"], r["kind"], r["step"]) for r in read_journal(run_dir(run.pk)) if r["kind"] != "step" or r["step"] % 5 == 0]
+        logs.append(f"journal (checkpoints, evals, every 5th step): {journal}")
+        raise AssertionError(f"stored != reported: {sorted(differ.items())[:10]}; journal: {history}; logs: {logs}; checkpoints: {ckpts}")
     return stored
 
 
@@ -101,6 +107,12 @@ def test_a_killed_worker_shows_lost_within_a_minute_and_resume_finishes_with_no_
         worker.stop(sig=signal.SIGKILL)  # the whole process group: pool child, beat, Ray
     killed_at = time.monotonic()
     live_stack.workers.clear()
+    at_kill = {
+        "run": Run.objects.filter(pk=run.pk).values("status", "current_step", "attempts").get(),
+        "checkpoints": list(run.checkpoints.values_list("step", "deleted")),
+        "max_point_step": max(MetricPoint.objects.filter(run=run).values_list("step", flat=True), default=None),
+        "journal": [(r["attempt"], r["kind"], r["step"]) for r in read_journal(run_dir(run.pk)) if r["kind"] != "step"][-6:],
+    }
 
     log_in(page, live_stack.url, "alice", "alice-password-1")
 
@@ -122,7 +134,10 @@ def test_a_killed_worker_shows_lost_within_a_minute_and_resume_finishes_with_no_
         steps = list(MetricPoint.objects.filter(run=run, name=name).order_by("step").values_list("step", flat=True))
         assert steps == list(range(1, total + 1)), name
     assert list(MetricPoint.objects.filter(run=run, name="eval/accuracy").order_by("step").values_list("step", flat=True)) == [0, 20, 40, 60, total]
-    stored_equals_reported(run)  # the journal's later attempt wins for steps it recomputed
+    try:
+        stored_equals_reported(run)  # the journal's later attempt wins for steps it recomputed
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nat the kill: {at_kill}") from None
     # Attempt 2 continued after the last checkpoint attempt 1 wrote (by when the kill landed)
     # and recomputed every step after it; where attempt 1 had gone further, the stored values
     # are attempt 2's (stored_equals_reported: the later attempt wins).

@@ -237,3 +237,19 @@ def test_a_journal_line_cut_by_a_kill_does_not_swallow_the_next_attempts_first_r
     second.close()
     reported = journal_points(read_journal(tmp_path))
     assert {k: v for k, (v, _) in reported.items()} == {(1, "reward/mean"): 0.1, (2, "reward/mean"): 0.2}
+
+
+def test_a_restarted_attempts_own_evaluation_wins_over_the_journals(running, tmp_path):
+    first = DBReporter(running.pk, 1, tmp_path)
+    first.log_eval(0, {"eval/accuracy": 0.25, "time/eval": 1.0}, [])
+    first.log_step(1, {"reward/mean": 0.1}, [])
+    first.close()
+    # Resumed without a checkpoint: the page's resume removed everything; attempt 2 starts over
+    # and reports its evaluation at step 0 and step 1 close together (one batch).
+    MetricPoint.objects.filter(run=running).delete()
+    Run.objects.filter(pk=running.pk).update(attempts=2)
+    second = DBReporter(running.pk, 2, tmp_path, min_commit_interval=0.5)
+    second.log_eval(0, {"eval/accuracy": 0.25, "time/eval": 2.0}, [])
+    second.log_step(1, {"reward/mean": 0.3}, [])
+    second.close()
+    assert points(running) == [(0, "eval/accuracy", 0.25), (0, "time/eval", 2.0), (1, "reward/mean", 0.3)]
