@@ -16,7 +16,7 @@ def train_run(run_id: int, attempt: int | None = None):
     return execute(run_id, attempt)
 
 
-@shared_task(name="workers.tasks.reap_lost_runs")
+@shared_task(name="workers.tasks.reap_lost_runs", acks_late=False)  # a missed beat is harmless
 def reap_lost_runs():
     from rlweb.runs.services import reap_lost_runs as reap
 
