@@ -137,3 +137,26 @@ def test_bob_gets_404_on_alices_pages_and_does_not_see_them_listed(client, alice
     client.force_login(alice)
     for url in (f"/runs/{run.pk}/", f"/datasets/{dataset.pk}/", f"/judgers/{judger.pk}/"):
         assert client.get(url).status_code == 200, url
+
+
+# src="…" / href="…" / url(…) that name a scheme and a host: anything the browser would fetch
+# from elsewhere. Plain links to documentation would also match, and the pages have none.
+_EXTERNAL_ASSET = re.compile(r"""(?:src|href)\s*=\s*["']\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//""", re.I)
+
+
+def test_no_page_loads_anything_from_another_host(client, alice):
+    # The service runs with no internet: scripts, styles, fonts and images come from the app.
+    run, dataset, judger = make_objects(alice)
+    client.force_login(alice)
+    anonymous = client.get("/accounts/login/").content.decode()
+    assert _EXTERNAL_ASSET.search(anonymous) is None
+    pages = ["/runs/", "/runs/new/", f"/runs/{run.pk}/", f"/review/runs/{run.pk}/samples/",
+             "/datasets/", "/datasets/new/", f"/datasets/{dataset.pk}/", "/judgers/", "/judgers/new/",
+             f"/judgers/{judger.pk}/", "/accounts/me/"]
+    for url in pages:
+        response = client.get(url)
+        assert response.status_code == 200, f"GET {url} -> {response.status_code}"
+        html = response.content.decode()
+        assert "<html" in html.lower(), url
+        found = _EXTERNAL_ASSET.search(html)
+        assert found is None, f"{url} loads {html[found.start():found.start() + 120]!r}"
