@@ -39,3 +39,22 @@ def emit(result: dict) -> None:
     """The last line of a benchmark's output: one JSON object."""
     sys.stdout.flush()
     print(json.dumps(result, sort_keys=False), flush=True)
+
+
+def ensure_database() -> None:
+    """Create the Postgres database DATABASE_URL names if it does not exist yet, so that a
+    benchmark runs on a fresh server with a scratch database name (it migrates it itself)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        return
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+    from psycopg import sql
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            print(f"created database {name}", flush=True)

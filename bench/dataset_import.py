@@ -27,7 +27,7 @@ import tempfile
 import time
 import uuid
 
-from _common import REPO_ROOT, emit
+from _common import ensure_database, REPO_ROOT, emit
 
 sys.path.insert(0, str(REPO_ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlweb.settings")
@@ -99,6 +99,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import django
+
+    ensure_database()
 
     django.setup()
     from django.conf import settings

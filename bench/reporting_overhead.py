@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import emit, setup
+from _common import ensure_database, emit, setup
 
 DEMO_PRESET = "tiny-arith-grpo"
 
@@ -118,6 +118,8 @@ def main():
     if not os.environ.get("DATABASE_URL"):
         raise SystemExit("bench/reporting_overhead.py needs DATABASE_URL (Postgres)")
     import django
+
+    ensure_database()
 
     django.setup()
     from django.contrib.auth import get_user_model

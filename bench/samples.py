@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 
-from _common import emit  # noqa: F401  (also puts the repository on sys.path)
+from _common import ensure_database, emit  # noqa: F401  (also puts the repository on sys.path)
 
 PROMPTS_PER_STEP = 128
 N_PER_PROMPT = 8
@@ -70,6 +70,8 @@ def django_setup():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlweb.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django
+
+    ensure_database()
 
     django.setup()
     from django.db import connection

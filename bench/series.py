@@ -22,7 +22,7 @@ import random
 import statistics
 import time
 
-from _common import emit  # noqa: F401  (also puts the repository on sys.path)
+from _common import ensure_database, emit  # noqa: F401  (also puts the repository on sys.path)
 
 RUN_NAME = "bench: series"
 MAX_POINTS = 2000
@@ -100,6 +100,8 @@ def main():
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rlweb.settings")
     import django
+
+    ensure_database()
 
     django.setup()
     from django.conf import settings

@@ -34,7 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from _common import REPO_ROOT, emit
+from _common import ensure_database, REPO_ROOT, emit
 
 PROBE = "bench/sent_at"
 FILLER_METRICS = 30
@@ -135,6 +135,8 @@ def main():
     if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
         raise SystemExit("bench/stream.py needs DATABASE_URL (Postgres) and REDIS_URL")
     import django
+
+    ensure_database()
 
     django.setup()
     from django.conf import settings
