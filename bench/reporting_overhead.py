@@ -2,14 +2,14 @@
 reporter (Postgres rows by COPY + channel notification, off the training thread), in one run.
 
 Both sides run the same config (the CPU demo preset, shortened to --steps) with the same seed,
-in this process, alternating null, JSONL, DB, null, JSONL, DB... (--rounds) so that a neighbour's
-load on a shared machine falls on all alike. "null" reports nothing at all: the floor, against
+in this process, in rounds (--rounds) whose order rotates (null, JSONL, DB; JSONL, DB, null; DB, null,
+JSONL; ...) so that a neighbour's load on a shared machine, or the order itself, falls on all alike. "null" reports nothing at all: the floor, against
 which each reporter's own cost shows. The JSONL reporter is used as the CLI uses it (metrics,
 samples and events as JSON lines, plus TensorBoard scalars), synchronously on the driver. Seconds per step are the wall-clock intervals between
 consecutive log_step calls as the engine's driver sees them — everything a step costs,
 reporting included — with the first step (warm-up) left out; the medians are compared.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/rlweb_bench REDIS_URL=redis://127.0.0.1:6379/5 python bench/reporting_overhead.py [--steps 20] [--rounds 2] [--in-process]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/rlweb_bench REDIS_URL=redis://127.0.0.1:6379/5 python bench/reporting_overhead.py [--steps 40] [--rounds 6] [--in-process]
 
 --in-process runs the engine in this process instead of a Ray actor, so the reporter's writer
 thread competes with training for the same interpreter: the harder case.
@@ -107,8 +107,8 @@ def run_once(kind: str, config, run_model, user) -> list[float]:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--in-process", action="store_true")
     args = parser.parse_args()
     threads = int(os.environ.get("BENCH_THREADS", "1"))
@@ -135,8 +135,11 @@ def main():
           f"{config.schedule.log_samples} samples reported/step, engine as a {where}")
 
     times: dict[str, list[float]] = {"null": [], "jsonl": [], "db": []}
+    kinds = list(times)
     for r in range(args.rounds):
-        for kind in times:
+        # Rotate the order every round: whichever side runs first after a neighbour's burst,
+        # or right after another process warmed the caches, is not always the same one.
+        for kind in kinds[r % 3:] + kinds[:r % 3]:
             intervals = run_once(kind, config, Run, user)
             times[kind] += intervals
             print(f"round {r + 1} {kind:>5}: median {statistics.median(intervals):.3f} s/step over {len(intervals)} steps", flush=True)
