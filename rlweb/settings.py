@@ -212,6 +212,13 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and docs describe private endpoints: signed-in users only.
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Several models have a "status", "split" or "kind" with different choices: name each set
+    # (imported lazily, when the schema is built: the choices' one source of truth).
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "rlweb.runs.models.Run.Status",
+        "SplitEnum": "rlweb.runs.models.Trajectory.Split",
+        "JudgerKindEnum": "workers.rl.judgers.spec.SPEC_BY_KIND",
+    },
 }
 
 # --- Logging ----------------------------------------------------------------------------

@@ -241,6 +241,8 @@ def run_detail(request, pk):
         "checkpoints_removed": checkpoints_removed,
         "config_yaml": config_yaml,
         "samples_url": samples_url,
+        # No reference model, no KL series: say so instead of leaving an empty chart unexplained.
+        "kl_off": not _kl_coef(run.config),
         "live": {
             "run": run.pk,
             "cursor": {"metrics": cursor_metrics, "samples": _max_sample_id(run.pk), "logs": logs[-1].pk if logs else 0},
@@ -253,6 +255,13 @@ def run_detail(request, pk):
         },
     }
     return render(request, "runs/detail.html", context)
+
+
+def _kl_coef(config) -> float:
+    try:
+        return float((config or {}).get("algorithm", {}).get("kl_coef") or 0)
+    except (AttributeError, TypeError, ValueError):
+        return 0.0
 
 
 def _max_sample_id(run_id: int) -> int:

@@ -222,6 +222,13 @@ def test_the_run_page_has_charts_controls_and_the_live_cursor(alice_client, make
     assert 'id="cancel-run"' in page
 
 
+def test_the_kl_chart_says_why_it_is_empty_when_the_run_has_no_kl_term(alice_client, make_run):
+    without = make_run(config=small_config(algorithm={"kl_coef": 0.0}))
+    with_kl = make_run(config=small_config(algorithm={"kl_coef": 0.05}))
+    assert 'id="kl-off"' in alice_client.get(f"/runs/{without.pk}/").content.decode()
+    assert 'id="kl-off"' not in alice_client.get(f"/runs/{with_kl.pk}/").content.decode()
+
+
 def test_a_failed_run_shows_its_traceback_and_a_resume_button(alice_client, make_run):
     run = make_run(status="failed", error="Traceback (most recent call last):\n  ...\nValueError: boom")
     page = alice_client.get(f"/runs/{run.pk}/").content.decode()
