@@ -43,6 +43,23 @@ def bob_client(client, bob):
     return client
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, plus, just before it is dropped, an end to the sessions
+    that threads of this process (async consumers' executor threads, reporter writer threads) or
+    a subprocess still exiting keep open on it: the drop never fails, and no stale test database
+    is left behind for the next run."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 # --- live stack and browser (end-to-end tests) -------------------------------------------
 
 # Playwright's sync API runs an event loop in the test thread; the ORM calls the tests make
