@@ -2,9 +2,9 @@
 reporter (Postgres rows by COPY + channel notification, off the training thread), in one run.
 
 Both sides run the same config (the CPU demo preset, shortened to --steps) with the same seed,
-in this process, in rounds (--rounds) whose order rotates (null, JSONL, DB; JSONL, DB, null; DB, null,
-JSONL; ...) so that a neighbour's load on a shared machine, or the order itself, falls on all alike. "null" reports nothing at all: the floor, against
-which each reporter's own cost shows. The JSONL reporter is used as the CLI uses it (metrics,
+in this process, in rounds (--rounds) whose order rotates (null, JSONL, DB; JSONL, DB, null; DB,
+null, JSONL; ...) so that a neighbour's load on a shared machine, or the order itself, falls on all
+alike. "null" reports nothing at all: the floor, against which each reporter's own cost shows. The JSONL reporter is used as the CLI uses it (metrics,
 samples and events as JSON lines, plus TensorBoard scalars), synchronously on the driver. Seconds per step are the wall-clock intervals between
 consecutive log_step calls as the engine's driver sees them — everything a step costs,
 reporting included — with the first step (warm-up) left out; the medians are compared.
@@ -139,7 +139,8 @@ def main():
     for r in range(args.rounds):
         # Rotate the order every round: whichever side runs first after a neighbour's burst,
         # or right after another process warmed the caches, is not always the same one.
-        for kind in kinds[r % 3:] + kinds[:r % 3]:
+        first = r % len(kinds)
+        for kind in kinds[first:] + kinds[:first]:
             intervals = run_once(kind, config, Run, user)
             times[kind] += intervals
             print(f"round {r + 1} {kind:>5}: median {statistics.median(intervals):.3f} s/step over {len(intervals)} steps", flush=True)

@@ -229,11 +229,15 @@ def run_detail(request, pk):
     except NoReverseMatch:
         samples_url = f"/review/runs/{run.pk}/samples/"
     try:
-        config_yaml = parse_config(run.config).to_yaml()
+        config = parse_config(run.config)
+        config_yaml = config.to_yaml()
+        # No reference model, no KL series: say so instead of leaving an empty chart unexplained.
+        kl_off = config.algorithm.kl_coef == 0
     except ConfigError:
         import yaml
 
         config_yaml = yaml.safe_dump(run.config, sort_keys=False)
+        kl_off = False
     context = {
         "run": run,
         "logs": logs,
@@ -241,8 +245,7 @@ def run_detail(request, pk):
         "checkpoints_removed": checkpoints_removed,
         "config_yaml": config_yaml,
         "samples_url": samples_url,
-        # No reference model, no KL series: say so instead of leaving an empty chart unexplained.
-        "kl_off": not _kl_coef(run.config),
+        "kl_off": kl_off,
         "live": {
             "run": run.pk,
             "cursor": {"metrics": cursor_metrics, "samples": _max_sample_id(run.pk), "logs": logs[-1].pk if logs else 0},
@@ -255,13 +258,6 @@ def run_detail(request, pk):
         },
     }
     return render(request, "runs/detail.html", context)
-
-
-def _kl_coef(config) -> float:
-    try:
-        return float((config or {}).get("algorithm", {}).get("kl_coef") or 0)
-    except (AttributeError, TypeError, ValueError):
-        return 0.0
 
 
 def _max_sample_id(run_id: int) -> int:
