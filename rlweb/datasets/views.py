@@ -8,6 +8,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 
 from rlweb.core.ownership import get_visible_or_404
+from rlweb.core.params import parse_int
 
 from . import jsoncodec, rendering, services
 from .forms import ArithForm, HfDirForm, PreviewForm, UploadForm
@@ -135,8 +136,9 @@ def _preview(request, dataset):
     q = (query.get("q") or "").strip()
     if q:
         match = Q(prompt__icontains=q) | Q(answer__icontains=q) | Q(messages__icontains=q)
-        if q.isdigit():
-            match |= Q(index=int(q))
+        index = parse_int(q)
+        if index is not None:
+            match |= Q(index=index)
         rows = rows.filter(match)
     page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     render_error, chat = None, None

@@ -16,6 +16,7 @@ from typing import Literal
 from django import forms
 from pydantic import HttpUrl
 
+from rlweb.core.params import parse_int
 from workers.rl.judgers.spec import SPEC_BY_KIND
 
 from . import services
@@ -67,7 +68,8 @@ class GroupField(forms.CharField):
         value = (value or "").strip()
         if not value:
             return None
-        return int(value) if value.isdigit() else value
+        number = parse_int(value)
+        return value if number is None else number
 
 
 def field_for(name: str, info) -> forms.Field:

@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from rlweb.core.ownership import get_visible_or_404
+from rlweb.core.params import parse_int
 from rlweb.judgers.models import JudgerConfig
 from rlweb.runs.models import MetricPoint, Run, RunLog, Trajectory
 
@@ -274,9 +275,9 @@ def rejudge_detail(request, job_id):
     elif show != "all":
         show = "disagree"
         scores = scores.filter(disagrees=True)
-    after = request.GET.get("after")
-    if after and after.isdigit():
-        scores = scores.filter(trajectory_id__gt=int(after))
+    after = parse_int(request.GET.get("after"))
+    if after is not None:
+        scores = scores.filter(trajectory_id__gt=after)
     rows = list(scores.order_by("trajectory_id")[:51])
     context = {
         "job": job,

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from rlweb.core.params import parse_int
 from workers.rl.config import BUILTIN_TINY_MODEL, ConfigError, RunConfig, parse_config
 
 from .live import group_name
@@ -47,10 +48,10 @@ def run_dir(run_id: int) -> Path:
 def _dataset_id(ref: str | None) -> int | None:
     if not ref or not ref.startswith(DATASET_PREFIX):
         return None
-    raw = ref[len(DATASET_PREFIX):].strip()
-    if not raw.isdigit():
+    dataset_id = parse_int(ref[len(DATASET_PREFIX):].strip())
+    if dataset_id is None:
         raise ConfigError([("", f"'{ref}': a dataset reference is 'dataset:<id>' with a numeric id")])
-    return int(raw)
+    return dataset_id
 
 
 def check_data_refs(owner, config: RunConfig) -> list[tuple[str, str]]:

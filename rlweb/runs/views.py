@@ -15,6 +15,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from rlweb.core.ownership import get_visible_or_404
+from rlweb.core.params import parse_int
 from workers.rl.config import ConfigError, RunConfig, list_presets, load_preset, parse_config
 
 from . import series as series_mod
@@ -44,8 +45,9 @@ def _filtered_runs(request):
     q = request.GET.get("q", "").strip()
     if q:
         cond = Q(name__icontains=q) | Q(preset__icontains=q)
-        if q.lstrip("#").isdigit():
-            cond |= Q(pk=int(q.lstrip("#")))
+        run_id = parse_int(q.lstrip("#"))
+        if run_id is not None:
+            cond |= Q(pk=run_id)
         if request.user.is_staff:
             cond |= Q(owner__username__icontains=q)
         runs = runs.filter(cond)
@@ -353,6 +355,6 @@ def run_clone(request, pk):
 @require_GET
 def run_summaries(request):
     """JSON: status of several runs (the overlay's legend, and anything polling)."""
-    ids = [int(i) for i in request.GET.getlist("id") if i.isdigit()][:20]
+    ids = [i for i in map(parse_int, request.GET.getlist("id")) if i is not None][:20]
     runs = Run.objects.visible_to(request.user).filter(pk__in=ids).only("pk", "name", "status", "current_step", "total_steps")
     return JsonResponse({"runs": [{"id": r.pk, "name": r.name, "status": r.status, "current_step": r.current_step, "total_steps": r.total_steps} for r in runs]})

@@ -71,6 +71,7 @@ def test_launch_returns_the_stored_run_and_the_list_filters_it(api):
     assert [r["name"] for r in api.get("/api/runs/?q=sweep").json()["results"]] == ["sweep-lr-3e-4"]
     assert api.get("/api/runs/?status=completed").json()["count"] == 0
     assert api.get("/api/runs/?status=bogus").status_code == 400
+    assert api.get("/api/runs/", {"q": "²"}).json()["count"] == 0  # a digit character int() refuses
 
 
 def test_cancel_resume_and_clone_follow_the_run_states(api):

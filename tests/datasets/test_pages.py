@@ -92,6 +92,8 @@ def test_the_preview_is_paginated_searchable_and_filtered_by_split(alice_client,
     target = DatasetRow.objects.filter(dataset=dataset, split="eval").order_by("index").first()
     found = alice_client.get(url, {"q": target.prompt}).content.decode()
     assert f'data-index="{target.index}"' in found and "1 row matching" in found
+    unicode_digit = alice_client.get(url, {"q": "²"})
+    assert unicode_digit.status_code == 200 and "data-index=" not in unicode_digit.content.decode()
     evals = alice_client.get(url, {"split": "eval"}, headers={"HX-Request": "true", "HX-Target": "rows"})
     assert evals.content.decode().startswith('<div id="rows">')  # htmx gets only the rows
     assert "20 rows" in evals.content.decode()

@@ -101,6 +101,10 @@ def test_starting_from_the_page_queues_the_task_and_the_comparison_lists_disagre
     html = alice_client.get(f"/review/rejudge/{job.pk}/").content.decode()
     table = html.split('id="disagreements"')[1]
     assert f"#{wrong.pk}</a>" in table and table.count("<tr") == 2  # header + the one disagreement
+    past = alice_client.get(f"/review/rejudge/{job.pk}/", {"after": wrong.pk}).content.decode()
+    assert f"#{wrong.pk}</a>" not in past and 'id="disagreements"' not in past  # the cursor is past the only one
+    unicode_digit = alice_client.get(f"/review/rejudge/{job.pk}/", {"after": "²"}).content.decode()
+    assert f"#{wrong.pk}</a>" in unicode_digit.split('id="disagreements"')[1]  # not a cursor: from the start
     progress = alice_client.get(f"/review/rejudge/{job.pk}/progress/").content.decode()
     assert "2 / 2 judged" in progress and "<strong>1</strong> disagree" in progress
 

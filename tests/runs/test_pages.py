@@ -229,6 +229,14 @@ def test_the_kl_chart_says_why_it_is_empty_when_the_run_has_no_kl_term(alice_cli
     assert 'id="kl-off"' not in alice_client.get(f"/runs/{with_kl.pk}/").content.decode()
 
 
+def test_a_search_or_id_in_non_ascii_digits_matches_nothing_instead_of_failing(alice_client, make_run):
+    make_run(name="r")
+    for q in ("²", "#²", "①"):
+        response = alice_client.get("/runs/", {"q": q})
+        assert response.status_code == 200 and "No runs" in response.content.decode(), q
+    assert alice_client.get("/runs/summaries/", {"id": "²"}).json() == {"runs": []}
+
+
 def test_a_failed_run_shows_its_traceback_and_a_resume_button(alice_client, make_run):
     run = make_run(status="failed", error="Traceback (most recent call last):\n  ...\nValueError: boom")
     page = alice_client.get(f"/runs/{run.pk}/").content.decode()

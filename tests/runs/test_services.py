@@ -55,6 +55,12 @@ def test_bob_cannot_train_on_alices_dataset(alice, bob):
     assert run.config["data"]["train"] == f"dataset:{dataset.pk}"
 
 
+def test_a_dataset_reference_in_non_ascii_digits_is_a_config_error(alice):
+    with pytest.raises(ConfigError) as exc:
+        services.launch_run(alice, small_config(data={"train": "dataset:²", "eval": None}))
+    assert "numeric id" in str(exc.value.errors)
+
+
 def test_a_dataset_must_be_ready_and_have_rows_in_the_split_it_is_used_for(alice):
     importing = Dataset.objects.create(owner=alice, name="a", status="importing")
     train_only = Dataset.objects.create(owner=alice, name="b", status="ready", row_count=5, train_count=5, eval_count=0)
