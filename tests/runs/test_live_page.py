@@ -76,7 +76,8 @@ def test_the_page_overlays_another_run(live_stack, page, alice, make_run):
     log_in(page, live_stack.url, "alice", "alice-password-1")
     page.goto(f"{live_stack.url}/runs/{first.pk}/?compare={second.pk}")
     page.wait_for_selector(".overlay-chip")
-    page.wait_for_function(f"document.getElementById('chart-reward').data.some(t => t.name === '#{second.pk} second')")
+    # The chip can appear before Plotly has drawn the chart (no .data yet): wait, do not throw.
+    page.wait_for_function(f"(document.getElementById('chart-reward').data || []).some(t => t.name === '#{second.pk} second')")
     names = page.evaluate("document.getElementById('chart-reward').data.map(t => t.name)")
     assert f"#{first.pk} reward/mean" in names  # the page's own run, labelled by id beside the overlay
 
